@@ -1,0 +1,88 @@
+"""File helpers: atomic writes and reading text corpora (plain, gzip, stdin)."""
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+from .errors import InputError, SeqProbFileError
+
+
+@contextlib.contextmanager
+def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
+    """Open a temporary file beside ``path``; rename it over ``path`` only on success.
+
+    A failure inside the ``with`` block leaves any earlier ``path`` untouched and no
+    temporary file behind, so a crash never leaves a half-written model or report.
+    """
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise SeqProbFileError(f"cannot write {str(path)!r}: folder {str(directory)!r} does not exist",
+                               path=str(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise SeqProbFileError(f"cannot write {str(path)!r}: {exc.strerror}", path=str(path)) from exc
+    try:
+        kwargs = {} if "b" in mode else {"encoding": encoding, "newline": "\n"}
+        with os.fdopen(fd, mode, **kwargs) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def ensure_writable_dir(path) -> Path:
+    """Create ``path`` (and parents) if needed and check that files can be written in it."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".write-test.", delete=True)
+        probe.close()
+    except OSError as exc:
+        raise SeqProbFileError(f"output folder {str(path)!r} is not writable: {exc.strerror or exc}",
+                               path=str(path)) from exc
+    return path
+
+
+def read_lines(source, strip: bool = True) -> Iterator[str]:
+    """Yield the lines of a text corpus: a path (``.gz`` is decompressed), ``'-'`` for stdin,
+    or an iterable of strings. Non-UTF-8 bytes raise :class:`InputError` naming the line."""
+    if isinstance(source, (str, os.PathLike)):
+        yield from _read_file_lines(str(source), strip)
+        return
+    for line in source:
+        yield line.strip() if strip else line
+
+
+def _read_file_lines(path: str, strip: bool) -> Iterator[str]:
+    if path == "-":
+        handle = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="strict")
+    else:
+        try:
+            opener = gzip.open if path.endswith(".gz") else open
+            handle = opener(path, "rt", encoding="utf-8", errors="strict")
+        except OSError as exc:
+            raise SeqProbFileError(f"cannot read corpus {path!r}: {exc.strerror or exc}", path=path) from exc
+    lineno = 0
+    try:
+        for lineno, line in enumerate(handle, start=1):
+            yield line.strip() if strip else line.rstrip("\n")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path!r} line {lineno + 1}: not valid UTF-8 ({exc.reason} at byte {exc.start})",
+                         path=path, line=lineno + 1) from exc
+    except (OSError, EOFError) as exc:
+        raise SeqProbFileError(f"cannot read corpus {path!r}: {exc}", path=path) from exc
+    finally:
+        if path != "-":
+            handle.close()

@@ -1,0 +1,90 @@
+"""Exceptions raised by seqprob.
+
+Every error seqprob raises on purpose is a :class:`SeqProbError`. Each subclass also derives
+from the matching built-in (``ValueError``, ``KeyError``, ``OSError`` ...), so code that
+already catches those keeps working. Errors carry the offending value and the limit as
+attributes, and their message names both.
+"""
+from __future__ import annotations
+
+__all__ = [
+    "SeqProbError", "InputError", "TokenIdError", "TemperatureError", "ContextLengthError",
+    "NotFittedError", "TokenizerError", "UnknownTokenizerError", "SeqProbFileError",
+    "FileFormatError", "ArpaFormatError", "CheckpointError", "GrammarError",
+    "TrainingDivergedError",
+]
+
+
+class SeqProbError(Exception):
+    """Base class of every error seqprob raises on purpose.
+
+    Parameters
+    ----------
+    message : str
+        Human-readable message naming the bad value and the limit.
+    **data
+        Structured facts about the error (the value, the limit, a line number ...),
+        stored as attributes and in ``self.data``.
+    """
+
+    def __init__(self, message: str, **data):
+        super().__init__(message)
+        self.message = message
+        self.data = data
+        for key, value in data.items():
+            setattr(self, key, value)
+
+    def __str__(self) -> str:  # KeyError would otherwise repr() the message
+        return self.message
+
+
+class InputError(SeqProbError, ValueError):
+    """A value passed to seqprob is invalid (empty, wrong shape or dtype, NaN ...)."""
+
+
+class TokenIdError(InputError, IndexError):
+    """A token id is negative or not below the vocabulary size."""
+
+
+class TemperatureError(InputError):
+    """A sampling temperature is not a positive number."""
+
+
+class ContextLengthError(InputError):
+    """A sequence is longer than the model's context window (``block_size``)."""
+
+
+class NotFittedError(SeqProbError, ValueError, AttributeError):
+    """A model or tokenizer was used before ``fit`` / ``train``."""
+
+
+class TokenizerError(SeqProbError, ValueError):
+    """A tokenizer cannot be built, loaded or applied."""
+
+
+class UnknownTokenizerError(TokenizerError, KeyError):
+    """A tokenizer or tiktoken encoding name is unknown or cannot be loaded offline."""
+
+
+class SeqProbFileError(SeqProbError, OSError):
+    """A file cannot be read or written (missing, unreadable, unwritable)."""
+
+
+class FileFormatError(SeqProbError, ValueError):
+    """A file was read but its content is malformed."""
+
+
+class ArpaFormatError(FileFormatError):
+    """An ARPA file is malformed; ``line`` holds the 1-based line number."""
+
+
+class CheckpointError(FileFormatError):
+    """A checkpoint is truncated, corrupt or does not match the model's config."""
+
+
+class GrammarError(InputError):
+    """A probabilistic grammar spec is invalid; ``state`` names the offending state."""
+
+
+class TrainingDivergedError(SeqProbError, FloatingPointError):
+    """Training produced a NaN or infinite loss; ``step`` names the step."""

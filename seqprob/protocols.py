@@ -1,0 +1,50 @@
+"""The one model contract every seqprob model follows (structural typing, no base class needed).
+
+A language model assigns P(x_t | x_0 .. x_{t-1}) to every token of its vocabulary; by the
+chain rule this defines P(x_1 .. x_T | x_0). x_0 is the start token ``<s>`` (BOS).
+"""
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["LanguageModel", "State"]
+
+
+@runtime_checkable
+class State(Protocol):
+    """Incremental prediction state: a value, never mutated in place.
+
+    ``logprobs`` is the (V,) array log P(next = v | prefix so far).
+    """
+
+    logprobs: Any
+
+
+@runtime_checkable
+class LanguageModel(Protocol):
+    """What seqprob needs from a model.
+
+    Attributes
+    ----------
+    vocab : Vocab
+        The vocabulary it predicts over; ``len(vocab)`` = V.
+
+    Methods
+    -------
+    logprobs(ids) -> (T, V) or (B, T, V)
+        ``ids`` = x_0 .. x_{T-1}; row t-1 = log P(x_t = v | x_0 .. x_{t-1}) for every v.
+    token_logprobs(ids) -> (T,) or (B, T)
+        ``ids`` = x_0 .. x_T; entry t-1 = log P(x_t | x_0 .. x_{t-1}).
+    start(prefix) -> State ; step(state, id) -> State
+        Incremental prediction: ``start(prefix).logprobs`` equals ``logprobs(prefix)[-1]``.
+    """
+
+    vocab: Any
+
+    def logprobs(self, ids): ...
+
+    def token_logprobs(self, ids): ...
+
+    def start(self, prefix) -> State: ...
+
+    def step(self, state: State, token_id: int) -> State: ...

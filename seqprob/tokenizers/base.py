@@ -1,0 +1,106 @@
+"""The tokenizer interface and the registry used to save / load any tokenizer."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .._io import atomic_write
+from ..errors import FileFormatError, NotFittedError, SeqProbFileError, UnknownTokenizerError
+from ..vocab import Vocab
+
+__all__ = ["Tokenizer", "load_tokenizer", "register_tokenizer"]
+
+_REGISTRY: dict[str, type] = {}
+
+
+def register_tokenizer(cls):
+    """Class decorator: make ``cls`` loadable by :func:`load_tokenizer` under ``cls.kind``."""
+    _REGISTRY[cls.kind] = cls
+    return cls
+
+
+class Tokenizer:
+    """Text <-> token ids. ``encode`` never adds BOS/EOS: the scoring functions add them.
+
+    Subclasses define ``kind`` (the name saved in JSON), ``encode``, ``decode``,
+    ``to_dict`` and ``from_dict``.
+    """
+
+    kind = "base"
+
+    @property
+    def vocab(self) -> Vocab:
+        vocab = getattr(self, "vocab_", None)
+        if vocab is None:
+            raise NotFittedError(f"{type(self).__name__} has no vocabulary yet: fit or train it first")
+        return vocab
+
+    def encode(self, text: str) -> list[int]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def decode(self, ids) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def encode_batch(self, texts) -> list[list[int]]:
+        """Encode each text of ``texts``."""
+        return [self.encode(t) for t in texts]
+
+    def token_strings(self, ids) -> list[str]:
+        """Display string of each id (a byte-level token may be part of a UTF-8 character)."""
+        return self.vocab.decode_ids(ids)
+
+    def tokenize(self, text: str) -> list[str]:
+        """The display strings of the tokens of ``text``."""
+        return self.token_strings(self.encode(text))
+
+    def to_dict(self) -> dict:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Tokenizer":  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def save(self, path) -> Path:
+        """Write the tokenizer as JSON (atomically) and return the path."""
+        path = Path(path)
+        with atomic_write(path) as handle:
+            json.dump({"type": self.kind, **self.to_dict()}, handle, ensure_ascii=False)
+        return path
+
+    @classmethod
+    def load(cls, path) -> "Tokenizer":
+        """Load a tokenizer saved by :meth:`save` (any kind)."""
+        return load_tokenizer(path)
+
+    def __repr__(self) -> str:
+        size = len(self.vocab_) if getattr(self, "vocab_", None) is not None else "unfitted"
+        return f"{type(self).__name__}(vocab_size={size})"
+
+
+def load_tokenizer(path) -> Tokenizer:
+    """Load any tokenizer from a JSON file written by ``Tokenizer.save`` (or a ``.tiktoken`` file)."""
+    path = Path(path)
+    if path.suffix == ".tiktoken":
+        return _REGISTRY["tiktoken"](str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SeqProbFileError(f"cannot read tokenizer file {str(path)!r}: {exc.strerror or exc}",
+                               path=str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise FileFormatError(f"tokenizer file {str(path)!r} is not UTF-8 text", path=str(path)) from exc
+    try:
+        data = json.loads(text)
+        kind = data["type"]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise FileFormatError(f"tokenizer file {str(path)!r} is not a seqprob tokenizer JSON ({exc})",
+                              path=str(path)) from exc
+    if kind not in _REGISTRY:
+        raise UnknownTokenizerError(f"unknown tokenizer type {kind!r} in {str(path)!r}; "
+                                    f"known: {sorted(_REGISTRY)}", name=kind)
+    try:
+        return _REGISTRY[kind].from_dict(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, FileFormatError):
+            raise
+        raise FileFormatError(f"malformed {kind} tokenizer file {str(path)!r}: {exc}", path=str(path)) from exc

@@ -1,0 +1,142 @@
+"""The vocabulary: a bijection between token strings and integer ids, with special tokens."""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from .errors import InputError, TokenIdError
+
+__all__ = ["Vocab", "BOS", "EOS", "UNK"]
+
+BOS, EOS, UNK = "<s>", "</s>", "<unk>"
+
+
+class Vocab:
+    """Token strings <-> ids, with the ids of ``<s>`` (BOS, x_0), ``</s>`` (EOS) and ``<unk>``.
+
+    Parameters
+    ----------
+    tokens : sequence of str
+        Token strings in id order; must be unique.
+    bos, eos, unk : str or None
+        Which tokens play the special roles (``None`` when the vocabulary has no such token).
+        ``bos`` and ``eos`` may be the same token (GPT-2's ``<|endoftext|>``).
+
+    Examples
+    --------
+    >>> v = Vocab.build(["the", "cat"])
+    >>> v.unk_id, v.bos_id, v.eos_id, v.id("cat"), len(v)
+    (0, 1, 2, 4, 5)
+    """
+
+    def __init__(self, tokens: Sequence[str], bos: str | None = BOS, eos: str | None = EOS,
+                 unk: str | None = UNK):
+        self.tokens = tuple(str(t) for t in tokens)
+        if not self.tokens:
+            raise InputError("a vocabulary needs at least one token")
+        self._index = {t: i for i, t in enumerate(self.tokens)}
+        if len(self._index) != len(self.tokens):
+            dup = next(t for i, t in enumerate(self.tokens) if self._index[t] != i)
+            raise InputError(f"duplicate token {dup!r} in vocabulary", token=dup)
+        self.bos, self.eos, self.unk = bos, eos, unk
+        self.bos_id = self._special_id(bos, "bos")
+        self.eos_id = self._special_id(eos, "eos")
+        self.unk_id = self._special_id(unk, "unk")
+
+    def _special_id(self, token, role):
+        if token is None:
+            return None
+        if token not in self._index:
+            raise InputError(f"{role} token {token!r} is not in the vocabulary", token=token)
+        return self._index[token]
+
+    @classmethod
+    def build(cls, words: Iterable[str], specials: bool = True) -> "Vocab":
+        """KenLM's id order: ``<unk>`` = 0, ``<s>`` = 1, ``</s>`` = 2, then words by first appearance."""
+        head = [UNK, BOS, EOS] if specials else []
+        seen = dict.fromkeys(head)
+        for w in words:
+            if w in (UNK, BOS, EOS):
+                raise InputError(f"reserved symbol {w!r} inside the text", token=w)
+            seen.setdefault(w)
+        if specials:
+            return cls(list(seen))
+        return cls(list(seen), bos=None, eos=None, unk=None)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def __contains__(self, token) -> bool:
+        return token in self._index
+
+    def __iter__(self):
+        return iter(self.tokens)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Vocab) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash((self.tokens, self.bos, self.eos, self.unk))
+
+    def __repr__(self) -> str:
+        return f"Vocab(size={len(self)}, bos={self.bos!r}, eos={self.eos!r}, unk={self.unk!r})"
+
+    def id(self, token: str) -> int:
+        """Id of ``token``; raises ``KeyError``-like :class:`InputError` if absent."""
+        try:
+            return self._index[token]
+        except KeyError:
+            raise InputError(f"token {token!r} is not in the vocabulary", token=token) from None
+
+    def lookup(self, token: str) -> int:
+        """Id of ``token``, or ``unk_id`` for an unknown token (error if there is no ``<unk>``)."""
+        idx = self._index.get(token)
+        if idx is not None:
+            return idx
+        if self.unk_id is None:
+            raise InputError(f"token {token!r} is not in the vocabulary and it has no <unk>", token=token)
+        return self.unk_id
+
+    def token(self, idx: int) -> str:
+        """Token string of id ``idx``."""
+        check_ids(np.asarray([idx]), len(self))
+        return self.tokens[int(idx)]
+
+    def decode_ids(self, ids) -> list[str]:
+        """Token strings of a sequence of ids."""
+        arr = check_ids(ids, len(self))
+        return [self.tokens[i] for i in arr.ravel().tolist()]
+
+    def to_dict(self) -> dict:
+        return {"tokens": list(self.tokens), "bos": self.bos, "eos": self.eos, "unk": self.unk}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Vocab":
+        try:
+            return cls(data["tokens"], bos=data.get("bos"), eos=data.get("eos"), unk=data.get("unk"))
+        except (KeyError, TypeError) as exc:
+            raise InputError(f"malformed vocabulary data: missing or bad {exc}") from None
+
+
+def check_ids(ids, vocab_size: int, name: str = "ids", allow_empty: bool = False) -> np.ndarray:
+    """Validate token ids: an integer array with every id in [0, vocab_size).
+
+    Returns the ids as an ``int64`` array. Floats that hold integers are refused: a float id
+    is almost always a bug upstream.
+    """
+    arr = np.asarray(ids)
+    if arr.dtype == object or arr.dtype.kind not in "iu":
+        if arr.size == 0 and arr.dtype.kind == "f":
+            arr = arr.astype(np.int64)
+        else:
+            raise InputError(f"{name} must be integers, got dtype {arr.dtype}", dtype=str(arr.dtype))
+    if arr.size == 0 and not allow_empty:
+        raise InputError(f"{name} is empty: need at least one token id", shape=arr.shape)
+    if arr.size:
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < 0 or hi >= vocab_size:
+            bad = lo if lo < 0 else hi
+            raise TokenIdError(f"token id {bad} out of range: must be in [0, {vocab_size})",
+                               value=bad, limit=vocab_size)
+    return arr.astype(np.int64, copy=False)
