@@ -5,7 +5,8 @@ import json
 from pathlib import Path
 
 from .._io import atomic_write
-from ..errors import FileFormatError, NotFittedError, SeqProbFileError, UnknownTokenizerError
+from ..errors import (FileFormatError, NotFittedError, SeqProbError, SeqProbFileError,
+                      UnknownTokenizerError)
 from ..vocab import Vocab
 
 __all__ = ["Tokenizer", "load_tokenizer", "register_tokenizer"]
@@ -52,6 +53,14 @@ class Tokenizer:
     def tokenize(self, text: str) -> list[str]:
         """The display strings of the tokens of ``text``."""
         return self.token_strings(self.encode(text))
+
+    def pieces(self, text: str) -> list[str]:
+        """The surface pieces of ``text``, one per id of ``encode(text)``.
+
+        Unlike :meth:`tokenize`, an unknown word shows as itself, not as ``<unk>``, so
+        scoring tables can name the words a model has never seen.
+        """
+        return self.tokenize(text)
 
     def to_dict(self) -> dict:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -101,6 +110,6 @@ def load_tokenizer(path) -> Tokenizer:
     try:
         return _REGISTRY[kind].from_dict(data)
     except (KeyError, TypeError, ValueError) as exc:
-        if isinstance(exc, FileFormatError):
+        if isinstance(exc, SeqProbError):
             raise
         raise FileFormatError(f"malformed {kind} tokenizer file {str(path)!r}: {exc}", path=str(path)) from exc

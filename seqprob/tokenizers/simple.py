@@ -60,6 +60,9 @@ class WhitespaceTokenizer(Tokenizer):
         lookup = self.vocab.lookup
         return [lookup(w) for w in text.split()]
 
+    def pieces(self, text: str) -> list[str]:
+        return text.split()
+
     def decode(self, ids) -> str:
         return " ".join(self.token_strings(check_ids(ids, len(self.vocab), allow_empty=True)))
 
@@ -102,6 +105,9 @@ class CharTokenizer(Tokenizer):
     def encode(self, text: str) -> list[int]:
         lookup = self.vocab.lookup
         return [lookup(c) for c in text]
+
+    def pieces(self, text: str) -> list[str]:
+        return list(text)
 
     def decode(self, ids) -> str:
         return "".join(self.token_strings(check_ids(ids, len(self.vocab), allow_empty=True)))

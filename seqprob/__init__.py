@@ -1,0 +1,35 @@
+"""seqprob: a language model is a learned probability distribution over sequences.
+
+P(x_1 .. x_T) = prod_t P(x_t | x_0 .. x_{t-1}), x_0 = <s>. Every model (numpy GPT, n-gram
+tables, ARPA files, the exact toy language) plugs into one contract and one set of scoring,
+sampling and plotting tools.
+"""
+from . import functional
+from .errors import (ArpaFormatError, CheckpointError, ContextLengthError, GrammarError, InputError,
+                     NotFittedError, SeqProbError, TokenIdError, TokenizerError, UnknownTokenizerError)
+from .protocols import LanguageModel
+from .sampling import generate, sample
+from .scoring import Evaluation, evaluate, joint_logprob, perplexity, score, summarize
+from .table import JointTable, UniformModel, lookup_table_size
+from .tokenizers import CharTokenizer, Tokenizer, WhitespaceTokenizer, load_tokenizer
+from .vocab import Vocab
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "functional", "LanguageModel", "Vocab",
+    "Tokenizer", "WhitespaceTokenizer", "CharTokenizer", "load_tokenizer",
+    "UniformModel", "JointTable", "lookup_table_size",
+    "score", "summarize", "joint_logprob", "perplexity", "evaluate", "Evaluation",
+    "sample", "generate",
+    "SeqProbError", "InputError", "TokenIdError", "NotFittedError", "TokenizerError",
+    "UnknownTokenizerError", "ContextLengthError", "ArpaFormatError", "CheckpointError", "GrammarError",
+]
+
+
+def __getattr__(name):  # lazy: matplotlib is imported only when plots are used
+    if name == "plots":
+        import importlib
+
+        return importlib.import_module(".plots", __name__)
+    raise AttributeError(f"module 'seqprob' has no attribute {name!r}")

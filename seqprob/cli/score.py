@@ -1,0 +1,37 @@
+"""``seqprob score``: per-token log-probabilities of texts under a model."""
+from __future__ import annotations
+
+from ._common import add_format_option, load_model, load_tokenizer_arg, print_frame, read_texts
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "score", help="per-token log-probs, surprisal and entropy of texts",
+        description="Score each TEXT token by token: log P(x_t | x_<t) for every token, the "
+                    "first one included (x_0 = <s>), and </s> at the end. Prints one row per "
+                    "token; --summary prints one row per text instead.")
+    p.add_argument("texts", nargs="*", metavar="TEXT", help="text(s) to score")
+    p.add_argument("--file", help="also score each line of FILE ('-' = stdin)")
+    p.add_argument("--model", help="ARPA file, GPT checkpoint folder or grammar spec "
+                                   "(default: the shipped GPT trained on the toy language)")
+    p.add_argument("--tokenizer", help="tokenizer file (default: the model's own)")
+    p.add_argument("--no-bos", action="store_true", help="do not prepend <s> (first token unscored)")
+    p.add_argument("--no-eos", action="store_true", help="do not score </s> at the end")
+    p.add_argument("--summary", action="store_true", help="one row per text: log P, perplexity, bits")
+    add_format_option(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..scoring import score, summarize
+
+    texts = read_texts(args.texts, args.file)
+    model = load_model(args.model)
+    tok = load_tokenizer_arg(args.tokenizer, model)
+    df = score({args.model or "default": model}, texts, tokenizer=tok,
+               bos=not args.no_bos, eos=not args.no_eos)
+    if args.summary:
+        df = summarize(df)[["model", "seq", "text", "n_tokens", "n_oov", "logprob", "log10prob",
+                            "perplexity", "bits_per_token", "bits_per_char"]]
+    print_frame(df, args.format)
+    return 0

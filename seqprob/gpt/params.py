@@ -1,0 +1,102 @@
+"""Parameter layout of the GPT: names, shapes, initialization, one flat buffer.
+
+Names follow Hugging Face GPT-2 without the ``transformer.`` prefix, with ``.w`` for weights
+(stored ``[in, out]`` like GPT-2's Conv1D, so ``y = x @ w + b``), ``.g`` / ``.b`` for
+LayerNorm gain and bias:
+
+==========================  ==============  ======================================
+name                        shape           role
+==========================  ==============  ======================================
+``wte``                     (V, C)          token embedding W_E (also W_U if tied)
+``wpe``                     (block, C)      learned position embedding
+``h.{l}.ln_1.g`` / ``.b``   (C,)            LayerNorm before attention
+``h.{l}.attn.c_attn.w``     (C, 3C)         fused [W_Q | W_K | W_V]
+``h.{l}.attn.c_attn.b``     (3C,)
+``h.{l}.attn.c_proj.w``     (C, C)          attention output W_O
+``h.{l}.attn.c_proj.b``     (C,)
+``h.{l}.ln_2.g`` / ``.b``   (C,)            LayerNorm before the MLP
+``h.{l}.mlp.c_fc.w``        (C, 4C)         MLP up
+``h.{l}.mlp.c_fc.b``        (4C,)
+``h.{l}.mlp.c_proj.w``      (4C, C)         MLP down
+``h.{l}.mlp.c_proj.b``      (C,)
+``ln_f.g`` / ``ln_f.b``     (C,)            final LayerNorm
+``lm_head.w``               (V, C)          W_U, only when ``tie_weights=False``
+==========================  ==============  ======================================
+
+With ``bias=False`` every ``.b`` is absent. Weight decay conventionally applies to the names
+ending in ``.w`` only (see :func:`decay_names`).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["param_shapes", "FlatParams", "decay_names", "BLOCK_KEYS"]
+
+_ALIGN = 16  # elements: every array starts on a 64-byte boundary (float32) for BLAS
+
+BLOCK_KEYS = ("ln_1.g", "ln_1.b", "attn.c_attn.w", "attn.c_attn.b", "attn.c_proj.w",
+              "attn.c_proj.b", "ln_2.g", "ln_2.b", "mlp.c_fc.w", "mlp.c_fc.b",
+              "mlp.c_proj.w", "mlp.c_proj.b")
+
+
+def param_shapes(config) -> dict:
+    """Ordered ``name -> shape`` of every parameter of ``config``."""
+    C, V = config.n_embd, config.vocab_size
+    shapes = {"wte": (V, C), "wpe": (config.block_size, C)}
+    block = {"ln_1.g": (C,), "ln_1.b": (C,), "attn.c_attn.w": (C, 3 * C), "attn.c_attn.b": (3 * C,),
+             "attn.c_proj.w": (C, C), "attn.c_proj.b": (C,), "ln_2.g": (C,), "ln_2.b": (C,),
+             "mlp.c_fc.w": (C, 4 * C), "mlp.c_fc.b": (4 * C,), "mlp.c_proj.w": (4 * C, C),
+             "mlp.c_proj.b": (C,)}
+    for layer in range(config.n_layer):
+        for key in BLOCK_KEYS:
+            if config.bias or not key.endswith(".b"):
+                shapes[f"h.{layer}.{key}"] = block[key]
+    shapes["ln_f.g"] = (C,)
+    if config.bias:
+        shapes["ln_f.b"] = (C,)
+    if not config.tie_weights:
+        shapes["lm_head.w"] = (V, C)
+    return shapes
+
+
+def decay_names(names) -> list[str]:
+    """Names that get weight decay by convention: matrices (``.w``), not embeddings/norms/biases."""
+    return [n for n in names if n.endswith(".w")]
+
+
+class FlatParams:
+    """Named arrays that are views into one contiguous, 64-byte-aligned buffer.
+
+    ``flat`` is the buffer (gaps between arrays are zeros); ``arrays`` maps name -> view;
+    ``slices`` maps name -> ``slice`` into ``flat``. An optimizer can update every parameter
+    with one vectorized operation on ``flat``.
+    """
+
+    def __init__(self, shapes: dict, dtype):
+        self.slices, offset = {}, 0
+        for name, shape in shapes.items():
+            size = math.prod(shape)
+            self.slices[name] = slice(offset, offset + size)
+            offset += -(-size // _ALIGN) * _ALIGN
+        raw = np.zeros(offset + _ALIGN, dtype=dtype)
+        shift = (-(raw.ctypes.data // raw.itemsize)) % _ALIGN
+        self.flat = raw[shift:shift + offset]
+        self.arrays = {name: self.flat[s].reshape(shapes[name]) for name, s in self.slices.items()}
+
+
+def init_params(arrays: dict, config, seed) -> None:
+    """GPT-2 initialization in place: N(0, 0.02) weights and embeddings, residual projections
+    N(0, 0.02 / sqrt(2 n_layer)), biases 0, LayerNorm gains 1. Drawn in float64 then cast,
+    so a float32 and a float64 model with the same seed hold the same values (rounded)."""
+    rng = np.random.default_rng(seed)
+    resid_std = 0.02 / math.sqrt(2 * config.n_layer)
+    for name, arr in arrays.items():
+        if name.endswith(".g"):
+            arr[...] = 1.0
+        elif name.endswith(".b"):
+            arr[...] = 0.0
+        else:
+            std = resid_std if name.endswith("c_proj.w") else 0.02
+            arr[...] = rng.standard_normal(arr.shape) * std

@@ -1,0 +1,286 @@
+"""Neural-network layers as pure ``*_forward`` / ``*_backward`` pairs (numpy, no autograd).
+
+Each forward returns its output and a ``cache`` tuple holding what the backward needs; each
+backward takes the upstream gradient and that cache and returns the input and parameter
+gradients. No state lives here: the model owns parameters and buffers and passes them in.
+Optional ``out=`` arguments let a caller reuse preallocated buffers (a speed detail only:
+results are the same). Shapes: ``N`` rows (``B*T`` flattened), width ``C``, ``H`` heads.
+
+Examples
+--------
+>>> x = np.ones((2, 3)); W = np.eye(3); b = np.zeros(3)
+>>> y, cache = linear_forward(x, W, b)
+>>> dx, dW, db = linear_backward(np.ones((2, 3)), cache)
+>>> dx.shape, dW.shape, db.shape
+((2, 3), (3, 3), (3,))
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = [
+    "embedding_forward", "embedding_backward", "layer_norm_forward", "layer_norm_backward",
+    "linear_forward", "linear_backward", "gelu_forward", "gelu_backward", "split_heads",
+    "attention_forward", "attention_backward", "cross_entropy_forward", "cross_entropy_backward",
+    "causal_mask", "softmax_inplace", "log_softmax_inplace", "dropout_forward", "dropout_backward",
+]
+
+GELU_C = math.sqrt(2.0 / math.pi)
+GELU_A = 0.044715
+
+
+def embedding_forward(ids, W, out=None):
+    """Rows of the table: ``out[..., :] = W[ids]``. ids (...,) int, W (V, C) -> (..., C)."""
+    return np.take(W, ids, axis=0, out=out), (ids, W.shape[0])
+
+
+def embedding_backward(dout, cache, out=None):
+    """dW[v] = Σ dout over the positions holding id v; adds into ``out`` when given."""
+    ids, vocab = cache
+    if out is None:
+        out = np.zeros((vocab, dout.shape[-1]), dtype=dout.dtype)
+    np.add.at(out, ids.ravel(), dout.reshape(-1, dout.shape[-1]))
+    return out
+
+
+def layer_norm_forward(x, g, b, eps=1e-5, out=None, xhat_out=None):
+    """LayerNorm over the last axis: biased variance, eps inside the square root.
+
+    ``b`` may be None (no bias). Passing ``xhat_out=out`` saves a buffer when no backward
+    will follow (the cached x̂ is then overwritten by y).
+
+    Notes
+    -----
+    y = (x - mean) / sqrt(var + eps) * g + b.
+    """
+    mean = x.mean(axis=-1, keepdims=True)
+    xhat = np.subtract(x, mean, out=xhat_out)  # (..., C)
+    var = np.einsum("...i,...i->...", xhat, xhat)[..., None]
+    var *= 1.0 / x.shape[-1]
+    var += eps
+    rstd = np.sqrt(var, out=var)
+    np.divide(1.0, rstd, out=rstd)
+    xhat *= rstd
+    y = np.multiply(xhat, g, out=out)
+    if b is not None:
+        y += b
+    return y, (xhat, rstd, g)
+
+
+def layer_norm_backward(dy, cache, out=None):
+    """Gradients of LayerNorm: returns (dx, dg, db).
+
+    Notes
+    -----
+    With ĝ = dy * g: dx = rstd * (ĝ - mean(ĝ) - x̂ mean(ĝ x̂)).
+    """
+    xhat, rstd, g = cache
+    C = xhat.shape[-1]
+    rows_dy, rows_xhat = dy.reshape(-1, C), xhat.reshape(-1, C)
+    dg = np.einsum("ni,ni->i", rows_dy, rows_xhat)
+    db = rows_dy.sum(axis=0)
+    dxhat = np.multiply(dy, g, out=out)
+    m1 = dxhat.mean(axis=-1, keepdims=True)
+    m2 = np.einsum("...i,...i->...", dxhat, xhat)[..., None]
+    m2 *= 1.0 / C
+    dxhat -= m1
+    dxhat -= xhat * m2
+    dxhat *= rstd
+    return dxhat, dg, db
+
+
+def linear_forward(x, W, b=None, out=None):
+    """y = x @ W + b with W stored ``[in, out]`` (GPT-2's Conv1D layout); x (..., in).
+
+    A C-contiguous x is multiplied as one 2-D GEMM ``(N, in) @ (in, out)``.
+    """
+    x2 = x.reshape(-1, x.shape[-1])
+    out2 = None if out is None else out.reshape(-1, W.shape[1])
+    y = np.matmul(x2, W, out=out2)
+    if b is not None:
+        y += b
+    return y.reshape(*x.shape[:-1], W.shape[1]), (x, W, b is not None)
+
+
+def linear_backward(dy, cache, dW_out=None, db_out=None, dx_out=None):
+    """Returns (dx, dW, db): dx = dy Wᵀ, dW = xᵀ dy, db = Σ dy (None without bias)."""
+    x, W, has_bias = cache
+    x2, dy2 = x.reshape(-1, x.shape[-1]), dy.reshape(-1, dy.shape[-1])
+    dW = np.matmul(x2.T, dy2, out=dW_out)
+    db = np.sum(dy2, axis=0, out=db_out) if has_bias else None
+    dx_out2 = None if dx_out is None else dx_out.reshape(-1, W.shape[0])
+    dx = np.matmul(dy2, W.T, out=dx_out2).reshape(x.shape)
+    return dx, dW, db
+
+
+def gelu_forward(x, out=None, tanh_out=None):
+    """GELU, tanh approximation (GPT-2's ``gelu_new``). ``out`` may be ``x`` (in place) when
+    no backward follows; the cache holds (x, tanh term).
+
+    Notes
+    -----
+    gelu(x) = x/2 (1 + tanh(sqrt(2/π) (x + 0.044715 x³))).
+    """
+    t = np.multiply(x, x, out=tanh_out)
+    t *= GELU_A * GELU_C
+    t += GELU_C
+    t *= x
+    np.tanh(t, out=t)
+    y = np.multiply(x, 0.5, out=out)
+    y += y * t if out is x else x * 0.5 * t
+    return y, (x, t)
+
+
+def gelu_backward(dy, cache, out=None):
+    """dgelu/dx = (1 + t)/2 + x/2 (1 - t²) sqrt(2/π) (1 + 3·0.044715 x²), t the cached tanh."""
+    x, t = cache
+    inner = x * x
+    inner *= 3 * GELU_A * 0.5 * GELU_C
+    inner += 0.5 * GELU_C
+    inner *= x
+    d = np.multiply(t, t, out=out)
+    np.subtract(1.0, d, out=d)
+    d *= inner
+    d += 0.5
+    d += 0.5 * t
+    d *= dy
+    return d
+
+
+def split_heads(qkv, n_head):
+    """Views q, k, v of shape (B, H, T, hd) into a fused (B, T, 3C) ``[q | k | v]`` array."""
+    B, T, C3 = qkv.shape
+    hd = C3 // (3 * n_head)
+    q, k, v = qkv.reshape(B, T, 3, n_head, hd).transpose(2, 0, 3, 1, 4)
+    return q, k, v
+
+
+_MASKS: dict = {}
+
+
+def causal_mask(T, dtype, offset=0):
+    """(T, T + offset) additive mask: 0 where key j <= query i + offset, -inf above."""
+    key = (T, offset, np.dtype(dtype).str)
+    if key not in _MASKS:
+        if len(_MASKS) > 32:
+            _MASKS.clear()
+        m = np.triu(np.full((T, T + offset), -np.inf, dtype=dtype), k=1 + offset)
+        m.flags.writeable = False
+        _MASKS[key] = m
+    return _MASKS[key]
+
+
+def softmax_inplace(s):
+    """Softmax over the last axis, overwriting ``s`` (-inf entries become 0)."""
+    m = s.max(axis=-1, keepdims=True)
+    s -= m
+    np.exp(s, out=s)
+    m = s.sum(axis=-1, keepdims=True, out=m)
+    s /= m
+    return s
+
+
+def log_softmax_inplace(u, tmp=None):
+    """Log-softmax over the last axis, overwriting ``u``; ``tmp`` is an optional scratch buffer."""
+    m = u.max(axis=-1, keepdims=True)
+    u -= m
+    e = np.exp(u, out=tmp)
+    lse = np.log(e.sum(axis=-1, keepdims=True, out=m), out=m)
+    u -= lse
+    return u
+
+
+def attention_forward(qkv, n_head, out=None, probs_out=None):
+    """Causal multi-head self-attention on a fused qkv (B, T, 3C) -> y (B, T, C).
+
+    Notes
+    -----
+    P = softmax(q kᵀ / sqrt(hd) + mask) per head, y = P v, heads concatenated.
+    """
+    B, T, C3 = qkv.shape
+    C = C3 // 3
+    q, k, v = split_heads(qkv, n_head)  # (B, H, T, hd) strided views
+    scores = np.matmul(q, k.transpose(0, 1, 3, 2), out=probs_out)  # (B, H, T, T)
+    scores *= 1.0 / math.sqrt(C // n_head)
+    scores += causal_mask(T, scores.dtype)
+    probs = softmax_inplace(scores)
+    y = np.empty((B, T, C), dtype=qkv.dtype) if out is None else out
+    np.matmul(probs, v, out=y.reshape(B, T, n_head, C // n_head).transpose(0, 2, 1, 3))
+    return y, (qkv, probs, n_head)
+
+
+def attention_backward(dy, cache, out=None, scratch=None):
+    """Gradient of :func:`attention_forward` with respect to the fused qkv: (B, T, 3C).
+
+    Notes
+    -----
+    dP = dy vᵀ, dv = Pᵀ dy, dS = P ∘ (dP - Σ_j dP∘P), dq = dS k / sqrt(hd), dk = dSᵀ q / sqrt(hd).
+    """
+    qkv, probs, n_head = cache
+    B, T, C3 = qkv.shape
+    hd = C3 // (3 * n_head)
+    q, k, v = split_heads(qkv, n_head)
+    dqkv = np.empty_like(qkv) if out is None else out
+    dq, dk, dv = split_heads(dqkv, n_head)
+    dyh = dy.reshape(B, T, n_head, hd).transpose(0, 2, 1, 3)  # (B, H, T, hd)
+    dP = np.matmul(dyh, v.transpose(0, 1, 3, 2), out=scratch)  # (B, H, T, T)
+    np.matmul(probs.transpose(0, 1, 3, 2), dyh, out=dv)
+    dot = np.einsum("bhij,bhij->bhi", dP, probs)[..., None]
+    dP -= dot
+    dP *= probs
+    dP *= 1.0 / math.sqrt(hd)
+    np.matmul(dP, k, out=dq)
+    np.matmul(dP.transpose(0, 1, 3, 2), q, out=dk)
+    return dqkv
+
+
+def cross_entropy_forward(logits, targets, mask=None, inplace=False):
+    """Mean negative log-likelihood of ``targets`` under softmax(logits).
+
+    Parameters
+    ----------
+    logits : (N, V) float
+    targets : (N,) int
+    mask : (N,) bool, optional
+        Only rows where mask is True count (padding); the mean is over those rows.
+    inplace : bool
+        Overwrite ``logits`` with the log-probabilities (saves an (N, V) buffer).
+
+    Notes
+    -----
+    loss = -(1/n) Σ_i log softmax(u_i)[y_i], n = number of counted rows.
+    """
+    logp = log_softmax_inplace(logits if inplace else logits.copy())
+    picked = np.take_along_axis(logp, targets[:, None], axis=-1)[:, 0]  # (N,)
+    weights = np.ones(len(targets), dtype=logp.dtype) if mask is None else mask.astype(logp.dtype)
+    count = max(float(weights.sum()), 1.0)
+    loss = -float(np.dot(picked.astype(np.float64), weights)) / count
+    return loss, (logp, targets, weights / count)
+
+
+def cross_entropy_backward(cache, inplace=False):
+    """dloss/dlogits = w_i (softmax(u_i) - onehot(y_i)); overwrites the cached log-probs if inplace."""
+    logp, targets, w = cache
+    grad = np.exp(logp, out=logp if inplace else None)
+    grad[np.arange(len(targets)), targets] -= 1.0
+    grad *= w[:, None]
+    return grad
+
+
+def dropout_forward(x, p, rng):
+    """Inverted dropout: zero each entry with probability p, scale the rest by 1/(1-p).
+
+    ``rng`` None or p == 0 is the identity (evaluation); the cache is the scaled keep-mask.
+    """
+    if rng is None or p == 0.0:
+        return x, None
+    keep = (rng.random(x.shape) >= p).astype(x.dtype)
+    keep *= 1.0 / (1.0 - p)
+    return x * keep, keep
+
+
+def dropout_backward(dy, cache):
+    """dx = dy * mask / (1 - p) (the identity when no dropout was applied)."""
+    return dy if cache is None else dy * cache

@@ -1,0 +1,427 @@
+"""Scoring text with any LanguageModel: per-token log-probs, joint probability, perplexity.
+
+Every sequence is scored as the chain rule reads it: x_0 = ``<s>`` is the context, every real
+token x_1 .. x_T gets its own conditional P(x_t | x_<t) (the first one included), and with
+``eos=True`` the end of the sentence P(``</s>`` | x_<=T) is scored too.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .errors import InputError
+from .functional import LN2, LN10, entropy as _entropy
+from .vocab import Vocab, check_ids
+
+__all__ = ["score", "summarize", "joint_logprob", "perplexity", "evaluate", "Evaluation",
+           "encode_for_model"]
+
+log = logging.getLogger(__name__)
+
+#: Largest number of floats one (B, T, V) block may hold while scoring (256 MB at float64).
+_MAX_BLOCK_FLOATS = 2 ** 25
+#: Token budget of one batch when only the scored tokens' log-probs are needed.
+_MAX_BATCH_TOKENS = 2 ** 16
+
+
+@dataclass
+class _Encoded:
+    """One sequence ready for a model: ids x_0..x_T in the model's vocabulary."""
+
+    ids: np.ndarray            # (T+1,) model ids, x_0 included
+    tokens: list               # display strings of x_1..x_T
+    oov: np.ndarray            # (T,) bool: token unknown to the model's vocabulary
+    impossible: np.ndarray     # (T,) bool: unknown and no <unk> to stand for it: log P = -inf
+    text: str | None = None
+
+
+def _model_tokenizer(model, tokenizer):
+    if tokenizer is not None:
+        return tokenizer
+    return getattr(model, "tokenizer", None)
+
+
+def _as_models(models) -> dict:
+    if isinstance(models, Mapping):
+        if not models:
+            raise InputError("no models given to score")
+        return dict(models)
+    return {type(models).__name__: models}
+
+
+def _as_items(texts_or_ids) -> list:
+    if isinstance(texts_or_ids, str) or (isinstance(texts_or_ids, np.ndarray) and texts_or_ids.ndim == 1):
+        return [texts_or_ids]
+    items = list(texts_or_ids)
+    if items and all(isinstance(x, (int, np.integer)) for x in items):
+        return [items]  # one sequence of ids
+    if not items:
+        raise InputError("nothing to score: the list of texts is empty")
+    return items
+
+
+def _remap(tok_ids: list, tok_vocab: Vocab, model_vocab: Vocab):
+    """Map tokenizer ids to model ids by token string; unknown strings become <unk> or impossible."""
+    if tok_vocab is model_vocab or tok_vocab == model_vocab:
+        ids = np.asarray(tok_ids, dtype=np.int64)
+        oov = ids == (-1 if tok_vocab.unk_id is None else tok_vocab.unk_id)
+        return ids, oov, np.zeros(len(ids), dtype=bool)
+    strings = [tok_vocab.tokens[i] for i in tok_ids]
+    ids = np.array([model_vocab._index.get(s, -1) for s in strings], dtype=np.int64)
+    oov = (ids < 0) | np.array([i == tok_vocab.unk_id for i in tok_ids], dtype=bool)
+    if model_vocab.unk_id is not None:
+        ids[ids < 0] = model_vocab.unk_id
+        return ids, oov, np.zeros(len(ids), dtype=bool)
+    impossible = ids < 0
+    ids[impossible] = 0  # any valid id as a stand-in: its log P is overwritten by -inf
+    return ids, oov, impossible
+
+
+def _special(vocab: Vocab, role: str) -> int:
+    idx = getattr(vocab, f"{role}_id")
+    if idx is None:
+        flag = "bos" if role == "bos" else "eos"
+        raise InputError(f"the model's vocabulary has no {role.upper()} token: pass {flag}=False",
+                         role=role)
+    return idx
+
+
+def encode_for_model(model, item, tokenizer=None, bos: bool = True, eos: bool = True) -> _Encoded:
+    """Turn a text (or a list of ids in the model's vocabulary) into x_0 .. x_T for ``model``."""
+    vocab = model.vocab
+    if isinstance(item, str):
+        tok = _model_tokenizer(model, tokenizer)
+        if tok is None:
+            raise InputError("scoring text needs a tokenizer: pass tokenizer=... or score ids")
+        tok_ids = tok.encode(item)
+        if not tok_ids:
+            raise InputError(f"empty text {item!r}: nothing to score")
+        tokens = tok.pieces(item)
+        if len(tokens) != len(tok_ids):
+            tokens = tok.token_strings(tok_ids)
+        ids, oov, impossible = _remap(tok_ids, tok.vocab, vocab)
+    else:
+        ids = check_ids(item, len(vocab))
+        if ids.ndim != 1:
+            raise InputError(f"a sequence of ids must be 1-D, got shape {ids.shape}", shape=ids.shape)
+        tokens = [vocab.tokens[i] for i in ids.tolist()]
+        oov = ids == (-1 if vocab.unk_id is None else vocab.unk_id)
+        impossible = np.zeros(len(ids), dtype=bool)
+    if bos:
+        ids = np.concatenate([[_special(vocab, "bos")], ids])
+    else:
+        tokens, oov, impossible = tokens[1:], oov[1:], impossible[1:]
+    if eos:
+        ids = np.concatenate([ids, [_special(vocab, "eos")]])
+        tokens = list(tokens) + [vocab.eos]
+        oov, impossible = np.append(oov, False), np.append(impossible, False)
+    if len(ids) < 2:
+        raise InputError("a sequence needs x_0 and at least one token to score "
+                         f"(got {len(ids)} id(s) with bos={bos}, eos={eos})", length=len(ids))
+    return _Encoded(ids.astype(np.int64), list(tokens), oov, impossible,
+                    item if isinstance(item, str) else None)
+
+
+def _batches(lengths: np.ndarray, per_token_floats: int):
+    """Group sequence indices (sorted by length) so each padded block stays within budget."""
+    order = np.argsort(lengths, kind="stable")
+    budget = max(_MAX_BLOCK_FLOATS // max(per_token_floats, 1), 1)
+    batch: list = []
+    for i in order:
+        if batch and (len(batch) + 1) * lengths[i] > budget:
+            yield batch
+            batch = []
+        batch.append(int(i))
+    if batch:
+        yield batch
+
+
+def _pad(seqs: list, pad_id: int) -> np.ndarray:
+    width = max(len(s) for s in seqs)
+    out = np.full((len(seqs), width), pad_id, dtype=np.int64)  # (B, T+1)
+    for row, s in zip(out, seqs):
+        row[: len(s)] = s
+    return out
+
+
+def _score_model(model, encoded: list, with_distribution: bool) -> list:
+    """Per sequence: dict of (T,) arrays logprob [, entropy_bits, rank]. Batched, right-padded."""
+    lengths = np.array([len(e.ids) for e in encoded])
+    V = len(model.vocab)
+    results: list = [None] * len(encoded)
+    per_token = V if with_distribution else max(1, _MAX_BLOCK_FLOATS // _MAX_BATCH_TOKENS)
+    for idx in _batches(lengths, per_token):
+        batch = _pad([encoded[i].ids for i in idx], pad_id=int(encoded[idx[0]].ids[-1]))
+        if with_distribution:
+            rows = np.asarray(model.logprobs(batch[:, :-1]), dtype=np.float64)  # (B, T, V)
+            lp = np.take_along_axis(rows, batch[:, 1:, None], axis=-1)[..., 0]  # (B, T)
+            ent = _entropy(rows) / LN2  # (B, T)
+            rank = 1 + (rows > lp[..., None]).sum(axis=-1)  # (B, T)
+        else:
+            lp = np.asarray(model.token_logprobs(batch), dtype=np.float64)  # (B, T)
+        for row, i in enumerate(idx):
+            n = len(encoded[i].ids) - 1
+            out = {"logprob": np.where(encoded[i].impossible, -np.inf, lp[row, :n])}
+            if with_distribution:
+                out["entropy_bits"] = ent[row, :n]
+                out["rank"] = np.where(encoded[i].impossible, V, rank[row, :n])
+            results[i] = out
+    return results
+
+
+def score(models, texts_or_ids, tokenizer=None, bos: bool = True, eos: bool = True,
+          distribution: bool = True):
+    """Score every token of every sequence under every model.
+
+    Parameters
+    ----------
+    models : LanguageModel or dict of name -> LanguageModel
+    texts_or_ids : str, list of str, or list of id sequences (in the model's vocabulary,
+        without BOS/EOS)
+    tokenizer : Tokenizer, optional
+        Turns texts into tokens; defaults to each model's own ``.tokenizer``. When the
+        model's vocabulary differs, tokens are matched by their strings (unknown -> ``<unk>``,
+        or probability 0 when the model has no ``<unk>``).
+    bos : bool
+        Prepend x_0 = ``<s>`` so the first real token gets P(x_1 | x_0). With ``bos=False`` the
+        first token is only context and is not scored.
+    eos : bool
+        Also score P(``</s>`` | sentence) (KenLM's convention: a distribution over sentences).
+    distribution : bool
+        Also compute ``entropy_bits`` and ``rank`` (needs the full (T, V) rows; set False for
+        huge vocabularies).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per scored token per model: model, seq, position, token, token_id, logprob,
+        log10prob, surprisal_bits, [entropy_bits, rank,] is_oov, is_eos. ``position`` t is the
+        index of x_t (1 = first real token). ``df.attrs["texts"]`` keeps the texts.
+
+    Notes
+    -----
+    logprob_t = log P(x_t | x_0 .. x_{t-1}) in nats; surprisal_bits = -logprob / ln 2;
+    entropy_bits = -sum_v P(v | x_<t) log2 P(v | x_<t); rank = 1 + #{v : P(v) > P(x_t)}.
+    The sum of a sequence's ``logprob`` column is its joint log-probability.
+
+    Examples
+    --------
+    >>> import seqprob as sp
+    >>> tok = sp.WhitespaceTokenizer.fit(["the cat sat"])
+    >>> df = sp.score({"uniform": sp.UniformModel(tok.vocab)}, ["the cat"], tokenizer=tok)
+    >>> df["token"].tolist()
+    ['the', 'cat', '</s>']
+    """
+    import pandas as pd
+
+    models, items = _as_models(models), _as_items(texts_or_ids)
+    frames = []
+    for name, model in models.items():
+        encoded = [encode_for_model(model, item, tokenizer, bos, eos) for item in items]
+        results = _score_model(model, encoded, distribution)
+        frames.append(_frame(name, encoded, results, bos, model.vocab))
+    df = pd.concat(frames, ignore_index=True)
+    df.attrs["texts"] = [item if isinstance(item, str) else None for item in items]
+    df.attrs["bos"], df.attrs["eos"] = bos, eos
+    return df
+
+
+def _frame(name: str, encoded: list, results: list, bos: bool, vocab: Vocab):
+    import pandas as pd
+
+    cols: dict = {k: [] for k in ("seq", "position", "token", "token_id", "is_oov", "is_eos")}
+    for seq, (enc, res) in enumerate(zip(encoded, results)):
+        n = len(enc.tokens)
+        cols["seq"].append(np.full(n, seq))
+        cols["position"].append(np.arange(1, n + 1) + (0 if bos else 1))
+        cols["token"].extend(enc.tokens)
+        cols["token_id"].append(enc.ids[1:])
+        cols["is_oov"].append(enc.oov)
+        cols["is_eos"].append(enc.ids[1:] == (-1 if vocab.eos_id is None else vocab.eos_id))
+    data = {"model": name}
+    data.update({k: (v if k == "token" else np.concatenate(v)) for k, v in cols.items()})
+    lp = np.concatenate([r["logprob"] for r in results])
+    data.update(logprob=lp, log10prob=lp / LN10, surprisal_bits=-lp / LN2 + 0.0)
+    if "entropy_bits" in results[0]:
+        data["entropy_bits"] = np.concatenate([r["entropy_bits"] for r in results])
+        data["rank"] = np.concatenate([r["rank"] for r in results])
+    df = pd.DataFrame(data)
+    order = ["model", "seq", "position", "token", "token_id", "logprob", "log10prob",
+             "surprisal_bits", "entropy_bits", "rank", "is_oov", "is_eos"]
+    return df[[c for c in order if c in df.columns]]
+
+
+def summarize(df, by: str = "seq"):
+    """Sequence-level (``by="seq"``) or corpus-level (``by="model"``) figures from :func:`score`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Per model (and sequence): n_tokens, n_oov, logprob (nats), log10prob, perplexity,
+        bits_per_token, bits_per_char, bits_per_byte (NaN when the text is unknown).
+
+    Notes
+    -----
+    perplexity = exp(-sum logprob / n_tokens): token-weighted over the whole group, never a
+    mean of per-sentence perplexities. bits_per_char = -sum logprob / (ln 2 · characters).
+    """
+    import pandas as pd
+
+    if df is None or len(df) == 0:
+        raise InputError("summarize() got an empty DataFrame: score something first")
+    if by not in ("seq", "model"):
+        raise InputError(f"by must be 'seq' or 'model', got {by!r}", value=by)
+    texts = df.attrs.get("texts") or []
+    chars = pd.Series({i: (len(t) if t is not None else np.nan) for i, t in enumerate(texts)}, dtype=float)
+    nbytes = pd.Series({i: (len(t.encode("utf-8")) if t is not None else np.nan) for i, t in enumerate(texts)},
+                       dtype=float)
+    keys = ["model", "seq"] if by == "seq" else ["model"]
+    g = df.groupby(keys, sort=False)
+    out = g.agg(n_tokens=("logprob", "size"), n_oov=("is_oov", "sum"), logprob=("logprob", "sum"))
+    if by == "seq":
+        seqs = out.index.get_level_values("seq")
+        out["n_chars"] = chars.reindex(seqs).to_numpy()
+        out["n_bytes"] = nbytes.reindex(seqs).to_numpy()
+        out["text"] = [texts[s] if s < len(texts) else None for s in seqs]
+    else:
+        per_model = df.drop_duplicates(["model", "seq"]).groupby("model", sort=False)["seq"]
+        out["n_chars"] = per_model.apply(lambda s: chars.reindex(s).sum(min_count=len(s)))
+        out["n_bytes"] = per_model.apply(lambda s: nbytes.reindex(s).sum(min_count=len(s)))
+    nll_bits = -out["logprob"] / LN2
+    out["log10prob"] = out["logprob"] / LN10
+    with np.errstate(over="ignore"):
+        out["perplexity"] = np.exp(-out["logprob"] / out["n_tokens"])
+    out["bits_per_token"] = nll_bits / out["n_tokens"]
+    out["bits_per_char"] = nll_bits / out["n_chars"]
+    out["bits_per_byte"] = nll_bits / out["n_bytes"]
+    return out.reset_index()
+
+
+def joint_logprob(model, text_or_ids, tokenizer=None, bos: bool = True, eos: bool = True) -> float:
+    """log P(x_1 .. x_T [</s>] | x_0) of one sequence, in nats: the chain-rule sum.
+
+    Examples
+    --------
+    >>> import seqprob as sp
+    >>> tok = sp.WhitespaceTokenizer.fit(["a b"])
+    >>> round(joint_logprob(sp.UniformModel(tok.vocab), "a b", tokenizer=tok), 4)  # 3 tokens, V'=4
+    -4.1589
+    """
+    enc = encode_for_model(model, text_or_ids, tokenizer, bos, eos)
+    return float(_score_model(model, [enc], with_distribution=False)[0]["logprob"].sum())
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Corpus figures under the conventions of KenLM and SRILM.
+
+    Attributes
+    ----------
+    n_sentences, n_words, n_oov, n_zeros, n_tokens : int
+        Lines scored; words (``</s>`` excluded, OOVs included); words unknown to the model;
+        in-vocabulary tokens with probability 0; scored tokens (words + one ``</s>`` per line).
+    logprob, log10prob : float
+        Total log-probability of all scored tokens (OOVs scored as ``<unk>``).
+    perplexity : float
+        KenLM's "including OOVs": exp(-logprob / n_tokens).
+    perplexity_excl_oov : float
+        KenLM's "excluding OOVs": the OOV words' own terms removed from sum and count.
+    ppl, ppl1 : float
+        SRILM ``-ppl``: 10^(-L / (W - O - Z + S)) and 10^(-L / (W - O - Z)), L the log10 total
+        without OOV and zero-probability terms.
+    bits_per_token, bits_per_char, bits_per_byte : float
+    zero_prob_tokens : tuple of (line, position, token)
+        The first tokens that got probability 0 (why a perplexity is infinite).
+    """
+
+    n_sentences: int
+    n_words: int
+    n_oov: int
+    n_zeros: int
+    n_tokens: int
+    logprob: float
+    log10prob: float
+    perplexity: float
+    perplexity_excl_oov: float
+    ppl: float
+    ppl1: float
+    bits_per_token: float
+    bits_per_char: float
+    bits_per_byte: float
+    n_skipped_empty: int = 0
+    zero_prob_tokens: tuple = field(default=(), repr=False)
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _safe_exp(x: float) -> float:
+    return math.inf if x > 709 else math.exp(x)
+
+
+def _ratio_ppl(log_total: float, count: int, base: float = math.e) -> float:
+    if count <= 0:
+        return math.nan
+    return _safe_exp(-log_total * math.log(base) / count) if math.isfinite(log_total) else math.inf
+
+
+def evaluate(model, lines, tokenizer=None, bos: bool = True, eos: bool = True) -> Evaluation:
+    """Every corpus figure of ``model`` on ``lines`` (one sentence per line); blank lines skipped.
+
+    Examples
+    --------
+    >>> import seqprob as sp
+    >>> tok = sp.WhitespaceTokenizer.fit(["a b"])
+    >>> ev = evaluate(sp.UniformModel(tok.vocab), ["a b", "b"], tokenizer=tok)
+    >>> ev.n_tokens, round(ev.perplexity, 6)
+    (5, 4.0)
+    """
+    from ._io import read_lines
+
+    texts = list(read_lines(lines)) if isinstance(lines, (str, bytes)) or hasattr(lines, "__fspath__") \
+        else [line.strip() for line in lines]
+    kept = [t for t in texts if t]
+    if not kept:
+        raise InputError("nothing to evaluate: the corpus has no non-empty lines")
+    encoded = [encode_for_model(model, t, tokenizer, bos, eos) for t in kept]
+    results = _score_model(model, encoded, with_distribution=False)
+    return _figures(encoded, results, eos, len(texts) - len(kept))
+
+
+def _figures(encoded: list, results: list, eos: bool, skipped: int) -> Evaluation:
+    lp = np.concatenate([r["logprob"] for r in results])
+    oov = np.concatenate([e.oov for e in encoded])
+    zero = np.isneginf(lp) & ~oov
+    n_sent, n_tok = len(encoded), len(lp)
+    n_words = n_tok - (n_sent if eos else 0)
+    n_oov, n_zero = int(oov.sum()), int(zero.sum())
+    total = float(lp.sum())
+    kept = lp[~oov & ~zero]
+    L10 = float(kept.sum()) / LN10
+    chars = sum(len(e.text) for e in encoded)
+    nbytes = sum(len(e.text.encode("utf-8")) for e in encoded)
+    zeros = tuple((i, int(p) + 1, e.tokens[p]) for i, e in enumerate(encoded)
+                  for p in np.flatnonzero(np.isneginf(results[i]["logprob"]) & ~e.oov))[:20]
+    if n_zero:
+        log.warning("%d token(s) have probability 0 (first: %s): perplexity is inf", n_zero, zeros[:3])
+    return Evaluation(
+        n_sentences=n_sent, n_words=n_words, n_oov=n_oov, n_zeros=n_zero, n_tokens=n_tok,
+        logprob=total, log10prob=total / LN10,
+        perplexity=_ratio_ppl(total, n_tok),
+        perplexity_excl_oov=_ratio_ppl(float(lp[~oov].sum()), n_tok - n_oov),
+        ppl=_ratio_ppl(L10, n_words - n_oov - n_zero + (n_sent if eos else 0), base=10),
+        ppl1=_ratio_ppl(L10, n_words - n_oov - n_zero, base=10),
+        bits_per_token=-total / LN2 / n_tok, bits_per_char=-total / LN2 / max(chars, 1),
+        bits_per_byte=-total / LN2 / max(nbytes, 1), n_skipped_empty=skipped, zero_prob_tokens=zeros)
+
+
+def perplexity(model, lines, tokenizer=None, bos: bool = True, eos: bool = True) -> float:
+    """Token-weighted corpus perplexity exp(total NLL / scored tokens) (KenLM "including OOVs").
+
+    See :func:`evaluate` for every other figure.
+    """
+    return evaluate(model, lines, tokenizer=tokenizer, bos=bos, eos=eos).perplexity
