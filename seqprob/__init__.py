@@ -11,14 +11,16 @@ from .protocols import LanguageModel
 from .sampling import generate, sample
 from .scoring import Evaluation, evaluate, joint_logprob, perplexity, score, summarize
 from .table import JointTable, UniformModel, lookup_table_size
-from .tokenizers import CharTokenizer, Tokenizer, WhitespaceTokenizer, load_tokenizer
+from .tokenizers import (BPETokenizer, CharTokenizer, TiktokenTokenizer, Tokenizer, WhitespaceTokenizer,
+                         load_tokenizer)
 from .vocab import Vocab
 
 __version__ = "0.1.0"
 
 __all__ = [
     "functional", "LanguageModel", "Vocab",
-    "Tokenizer", "WhitespaceTokenizer", "CharTokenizer", "load_tokenizer",
+    "Tokenizer", "WhitespaceTokenizer", "CharTokenizer", "BPETokenizer", "TiktokenTokenizer",
+    "load_tokenizer",
     "UniformModel", "JointTable", "lookup_table_size",
     "score", "summarize", "joint_logprob", "perplexity", "evaluate", "Evaluation",
     "sample", "generate",

@@ -128,8 +128,14 @@ def gelu_forward(x, out=None, tanh_out=None):
     t += GELU_C
     t *= x
     np.tanh(t, out=t)
-    y = np.multiply(x, 0.5, out=out)
-    y += y * t if out is x else x * 0.5 * t
+    if out is x:  # in place: the tanh buffer becomes (1 + t)/2, then x *= it
+        t *= 0.5
+        t += 0.5
+        x *= t
+        return x, None
+    y = np.multiply(t, 0.5, out=out)
+    y += 0.5
+    y *= x
     return y, (x, t)
 
 
@@ -192,8 +198,12 @@ def log_softmax_inplace(u, tmp=None):
     return u
 
 
-def attention_forward(qkv, n_head, out=None, probs_out=None):
+def attention_forward(qkv, n_head, out=None, probs_out=None, q_block=128):
     """Causal multi-head self-attention on a fused qkv (B, T, 3C) -> y (B, T, C).
+
+    Works one sequence and one block of ``q_block`` queries at a time, so the scores stay
+    in cache and key blocks entirely above the diagonal are never computed. The cache holds
+    the full probabilities P (B, H, T, T) (written into ``probs_out`` when given).
 
     Notes
     -----
@@ -201,13 +211,22 @@ def attention_forward(qkv, n_head, out=None, probs_out=None):
     """
     B, T, C3 = qkv.shape
     C = C3 // 3
+    hd = C // n_head
     q, k, v = split_heads(qkv, n_head)  # (B, H, T, hd) strided views
-    scores = np.matmul(q, k.transpose(0, 1, 3, 2), out=probs_out)  # (B, H, T, T)
-    scores *= 1.0 / math.sqrt(C // n_head)
-    scores += causal_mask(T, scores.dtype)
-    probs = softmax_inplace(scores)
+    probs = np.empty((B, n_head, T, T), dtype=qkv.dtype) if probs_out is None else probs_out
     y = np.empty((B, T, C), dtype=qkv.dtype) if out is None else out
-    np.matmul(probs, v, out=y.reshape(B, T, n_head, C // n_head).transpose(0, 2, 1, 3))
+    yh = y.reshape(B, T, n_head, hd).transpose(0, 2, 1, 3)  # (B, H, T, hd) view of y
+    mask = causal_mask(T, qkv.dtype)
+    for b in range(B):
+        for q0 in range(0, T, q_block):
+            q1 = min(q0 + q_block, T)
+            s = np.matmul(q[b, :, q0:q1], k[b, :, :q1].transpose(0, 2, 1), out=probs[b, :, q0:q1, :q1])
+            s *= 1.0 / math.sqrt(hd)
+            s += mask[q0:q1, :q1]
+            softmax_inplace(s)  # (H, tq, q1)
+            np.matmul(s, v[b, :, :q1], out=yh[b, :, q0:q1])
+        for q0 in range(0, T - q_block, q_block):
+            probs[b, :, q0:q0 + q_block, q0 + q_block:] = 0.0
     return y, (qkv, probs, n_head)
 
 

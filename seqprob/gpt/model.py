@@ -178,6 +178,26 @@ class GPT(BaseLanguageModel):
             self.params[name][...] = value
         return self
 
+    @classmethod
+    def from_hf(cls, path, dtype: str = "float32", tokenizer=None) -> "GPT":
+        """A GPT-2 from a Hugging Face checkpoint folder (``config.json`` + ``model.safetensors``).
+
+        See :func:`seqprob.gpt.hf.from_hf`. Example: ``GPT.from_hf("gpt2/", dtype="float64")``.
+        """
+        from .hf import from_hf
+        return from_hf(path, dtype=dtype, tokenizer=tokenizer, cls=cls)
+
+    def save(self, path, optimizer=None, extra: dict | None = None):
+        """Write a checkpoint folder (see :func:`seqprob.gpt.checkpoint.save_checkpoint`)."""
+        from .checkpoint import save_checkpoint
+        return save_checkpoint(self, path, optimizer=optimizer, extra=extra)
+
+    @classmethod
+    def load(cls, path, dtype: str | None = None) -> "GPT":
+        """Read a checkpoint folder written by :meth:`save` (model only; see ``load_checkpoint``)."""
+        from .checkpoint import load_checkpoint
+        return load_checkpoint(path, dtype=dtype).model
+
     def _default_vocab(self, bos_id, eos_id) -> Vocab:
         V = self.config.vocab_size
         for role, idx in (("bos_id", bos_id), ("eos_id", eos_id)):
@@ -241,6 +261,365 @@ class GPT(BaseLanguageModel):
             C, H, dt = self.config.n_embd, self.config.n_head, self.dtype
             self._ws = {"x": np.empty((B, T, C), dt), "h": np.empty((B, T, C), dt),
                         "qkv": np.empty((B, T, 3 * C), dt), "S": np.empty((B, H, T, T), dt),
-                        "y": np.empty((B, T, C), dt), "u": np.empty((B, T, 4 * C), dt)}
+                        "y": np.empty((B, T, C), dt), "u": np.empty((B, T, 4 * C), dt),
+                        "t": np.empty((B, T, 4 * C), dt)}
             self._ws_key = key
         return self._ws
+
+    # ----------------------------------------------------------------- inference forward
+    def _hidden(self, ids: np.ndarray, kv: _KVCache | None = None, attn=None, resid=None) -> np.ndarray:
+        """ln_f(x) of validated ids (B, T <= block) -> (B, T, C), a view of a reused buffer.
+
+        ``kv`` receives the keys/values of row 0; ``attn`` (B, L, H, T, T) and ``resid``
+        (B, L+1, T, C) receive the attention patterns and the residual stream.
+        """
+        cfg, p = self.config, self.params
+        B, T = ids.shape
+        ws, eps, H = self._workspace(B, T), cfg.layer_norm_epsilon, cfg.n_head
+        x = np.take(p["wte"], ids, axis=0, out=ws["x"])  # (B, T, C)
+        x += p["wpe"][:T]
+        if resid is not None:
+            resid[:, 0] = x
+        for layer in range(cfg.n_layer):
+            g1, b1, wa, ba, wp, bp, g2, b2, wf, bf, wm, bm = self._block(layer)
+            h, _ = nn.layer_norm_forward(x, g1, b1, eps, out=ws["h"], xhat_out=ws["h"])  # (B, T, C)
+            qkv, _ = nn.linear_forward(h, wa, ba, out=ws["qkv"])  # (B, T, 3C)
+            y, (_, probs, _) = nn.attention_forward(qkv, H, out=ws["y"], probs_out=ws["S"])
+            if kv is not None:
+                _, k, v = nn.split_heads(qkv, H)  # (B, H, T, hd)
+                kv.k[layer, :, :T], kv.v[layer, :, :T] = k[0], v[0]
+            if attn is not None:
+                attn[:, layer] = probs
+            x += nn.linear_forward(y, wp, bp, out=ws["h"])[0]
+            h, _ = nn.layer_norm_forward(x, g2, b2, eps, out=ws["h"], xhat_out=ws["h"])
+            u, _ = nn.linear_forward(h, wf, bf, out=ws["u"])  # (B, T, 4C)
+            nn.gelu_forward(u, out=u, tanh_out=ws["t"])
+            x += nn.linear_forward(u, wm, bm, out=ws["h"])[0]
+            if resid is not None:
+                resid[:, layer + 1] = x
+        gf, bf = p["ln_f.g"], p.get("ln_f.b")
+        return nn.layer_norm_forward(x, gf, bf, eps, out=ws["h"], xhat_out=ws["h"])[0]
+
+    def _unembed_logprobs(self, h2: np.ndarray, out: np.ndarray, chunk: int = 64) -> np.ndarray:
+        """log-softmax(h2 W_Uᵀ) of rows h2 (N, C) into out (N, V), in cache-sized row chunks."""
+        np.matmul(h2, self._w_u.T, out=out)  # (N, V)
+        tmp = np.empty((min(chunk, len(out)), out.shape[1]), dtype=out.dtype)
+        for i in range(0, len(out), chunk):
+            nn.log_softmax_inplace(out[i:i + chunk], tmp=tmp[:len(out[i:i + chunk])])
+        return out
+
+    def _logprobs_window(self, batch: np.ndarray) -> np.ndarray:
+        B, T = batch.shape
+        out = np.empty((B, T, self.config.vocab_size), dtype=self.dtype)
+        h = self._hidden(batch)
+        self._unembed_logprobs(h.reshape(B * T, -1), out.reshape(B * T, -1))
+        return out
+
+    def _token_logprobs_window(self, batch: np.ndarray, chunk: int = 64) -> np.ndarray:
+        inputs, targets = batch[:, :-1], batch[:, 1:].reshape(-1)
+        B, T = inputs.shape
+        h2 = self._hidden(inputs).reshape(B * T, -1)  # (N, C)
+        out = np.empty(B * T, dtype=self.dtype)
+        tmp = np.empty((min(chunk, B * T), self.config.vocab_size), dtype=self.dtype)
+        w_u = self._w_u
+        for i in range(0, B * T, chunk):
+            rows = np.matmul(h2[i:i + chunk], w_u.T, out=tmp[:len(h2[i:i + chunk])])  # (n, V)
+            nn.log_softmax_inplace(rows)
+            out[i:i + chunk] = rows[np.arange(len(rows)), targets[i:i + chunk]]
+        return out.reshape(B, T)
+
+    # ----------------------------------------------------------------- public scoring API
+    def logprobs(self, ids, stride: int | None = None) -> np.ndarray:
+        """log P(x_t = v | x_<t) for every position and every v.
+
+        Parameters
+        ----------
+        ids : array_like of int, shape (T,) or (B, T)
+            x_0 .. x_{T-1}. Longer than ``block_size``: a sliding window (see ``stride``).
+        stride : int, optional
+            Window step for T > block_size (default ``block_size // 2``): windows of
+            ``block_size`` positions advance by ``stride``; each row is taken from the first
+            window that reaches it, so every token is scored exactly once with at least
+            ``block_size - stride + 1`` tokens of context (``stride=1``: always full context).
+
+        Returns
+        -------
+        ndarray (T, V) or (B, T, V)
+        """
+        batch, squeeze = self._validate(ids)
+        out = self._slide(batch, stride, self._logprobs_window, offset=0)
+        self._raise_if_nan(out, "log-probabilities")
+        return out[0] if squeeze else out
+
+    def token_logprobs(self, ids, stride: int | None = None) -> np.ndarray:
+        """log P(x_t | x_<t) of the ids actually there: (T+1,) -> (T,), (B, T+1) -> (B, T).
+
+        Builds no (T, V) array (rows are unembedded in small chunks). ``stride`` as in
+        :meth:`logprobs` for sequences longer than ``block_size + 1``.
+        """
+        batch, squeeze = self._validate(ids, min_len=2)
+        out = self._slide(batch, stride, self._token_logprobs_window, offset=1)
+        self._raise_if_nan(out, "log-probabilities")
+        return out[0] if squeeze else out
+
+    def _logprobs(self, batch: np.ndarray) -> np.ndarray:
+        return self._slide(batch, None, self._logprobs_window, offset=0)
+
+    def _slide(self, batch, stride, fn, offset: int):
+        """Apply ``fn`` (rows out = inputs) over sliding windows of block_size (+offset) ids."""
+        B, T = batch.shape
+        block = self.config.block_size
+        if T - offset <= block:
+            return fn(batch)
+        stride = self._check_stride(stride)
+        first = fn(batch[:, :block + offset])
+        out = np.empty((B, T - offset) + first.shape[2:], dtype=first.dtype)
+        out[:, :block] = first
+        done = block
+        while done < T - offset:
+            end = min(done + stride, T - offset)
+            start = end - block
+            out[:, done:end] = fn(batch[:, start:end + offset])[:, done - start:]
+            done = end
+        return out
+
+    def _check_stride(self, stride) -> int:
+        block = self.config.block_size
+        if stride is None:
+            return max(1, block // 2)
+        if isinstance(stride, bool) or not isinstance(stride, (int, np.integer)) or not 1 <= stride <= block:
+            raise InputError(f"stride must be an integer in [1, block_size={block}], got {stride!r}",
+                             value=stride, limit=block)
+        return int(stride)
+
+    def logits(self, ids) -> np.ndarray:
+        """Unnormalized logits u (T, V) or (B, T, V); T must fit in block_size."""
+        batch, squeeze = self._validate(ids)
+        B, T = batch.shape
+        self._check_T(T)
+        h2 = self._hidden(batch).reshape(B * T, -1)
+        out = np.matmul(h2, self._w_u.T).reshape(B, T, -1)  # (B, T, V)
+        self._raise_if_nan(out, "logits")
+        return out[0] if squeeze else out
+
+    def unembed(self, resid) -> np.ndarray:
+        """Logits ln_f(resid) W_Uᵀ of residual-stream vectors (..., C): the logit lens."""
+        resid = np.asarray(resid, dtype=self.dtype)
+        if resid.ndim == 0 or resid.shape[-1] != self.config.n_embd:
+            raise InputError(f"resid must end in n_embd={self.config.n_embd}, got shape {resid.shape}",
+                             shape=resid.shape)
+        p = self.params
+        h, _ = nn.layer_norm_forward(resid, p["ln_f.g"], p.get("ln_f.b"), self.config.layer_norm_epsilon)
+        return h @ self._w_u.T
+
+    def run_with_cache(self, ids) -> ActivationCache:
+        """Logits plus attention patterns and the residual stream after every block.
+
+        Returns
+        -------
+        ActivationCache
+            ``logits`` (T, V), ``attn`` (n_layer, n_head, T, T), ``resid`` (n_layer+1, T, C);
+            each with a leading B axis for (B, T) input.
+        """
+        batch, squeeze = self._validate(ids)
+        cfg = self.config
+        B, T = batch.shape
+        self._check_T(T, "run_with_cache")
+        attn = np.empty((B, cfg.n_layer, cfg.n_head, T, T), dtype=self.dtype)
+        resid = np.empty((B, cfg.n_layer + 1, T, cfg.n_embd), dtype=self.dtype)
+        h2 = self._hidden(batch, attn=attn, resid=resid).reshape(B * T, -1)
+        logits = np.matmul(h2, self._w_u.T).reshape(B, T, -1)  # (B, T, V)
+        self._raise_if_nan(logits, "logits")
+        if squeeze:
+            return ActivationCache(logits[0], attn[0], resid[0])
+        return ActivationCache(logits, attn, resid)
+
+
+    # ----------------------------------------------------------------- training
+    def loss_and_grads(self, batch, mask=None, rng=None):
+        """Mean next-token NLL of a batch and its gradient for every parameter.
+
+        Parameters
+        ----------
+        batch : array_like of int, shape (B, T+1) or (T+1,)
+            Inputs ``batch[:, :-1]``, targets ``batch[:, 1:]``; T <= block_size.
+        mask : array_like of bool, shape (B, T), optional
+            Which targets count (False = padding); the mean is over the counted targets.
+        rng : numpy.random.Generator, optional
+            Source of the dropout masks; dropout is applied only when ``config.dropout > 0``
+            and ``rng`` is given.
+
+        Returns
+        -------
+        loss : float
+            -(1/n) Σ log P(target | inputs so far), n = number of counted targets. Not
+            checked: a NaN/inf loss is returned as is for the caller to handle.
+        grads : dict of str -> ndarray
+            Keyed like ``params``; views into ``flat_grads_``, overwritten by the next call.
+
+        Notes
+        -----
+        Backpropagation by hand through :mod:`seqprob.nn`; a tied W_E gets the sum of its
+        embedding and unembedding gradients.
+        """
+        batch, mask = self._check_train_batch(batch, mask)
+        inputs, targets = batch[:, :-1], batch[:, 1:]
+        B, T = inputs.shape
+        cfg, p, g = self.config, self.params, self._gflat.arrays
+        drop = rng if cfg.dropout > 0 else None
+        x, emb_cache = nn.embedding_forward(inputs, p["wte"])  # (B, T, C)
+        x = x + p["wpe"][:T]
+        x, d0 = nn.dropout_forward(x, cfg.dropout, drop)
+        caches = []
+        for layer in range(cfg.n_layer):
+            x, cache = self._block_forward(x, layer, drop)
+            caches.append(cache)
+        hf, ln_cache = nn.layer_norm_forward(x, p["ln_f.g"], p.get("ln_f.b"), cfg.layer_norm_epsilon)
+        h2 = hf.reshape(B * T, -1)  # (N, C)
+        logits = np.matmul(h2, self._w_u.T)  # (N, V)
+        loss, ce = nn.cross_entropy_forward(logits, targets.reshape(-1), mask, inplace=True)
+        dlogits = nn.cross_entropy_backward(ce, inplace=True)  # (N, V)
+        np.matmul(dlogits.T, h2, out=g["wte"] if cfg.tie_weights else g["lm_head.w"])
+        dx, dg, db = nn.layer_norm_backward((dlogits @ self._w_u).reshape(B, T, -1), ln_cache)
+        self._store(g, "ln_f", dg, db)
+        for layer in reversed(range(cfg.n_layer)):
+            dx = self._block_backward(dx, caches.pop(), layer, g)
+        dx = nn.dropout_backward(dx, d0)
+        np.sum(dx, axis=0, out=g["wpe"][:T])
+        g["wpe"][T:] = 0.0
+        if not cfg.tie_weights:
+            g["wte"][...] = 0.0
+        nn.embedding_backward(dx, emb_cache, out=g["wte"])
+        return loss, g
+
+    def _block_forward(self, x, layer: int, drop):
+        cfg = self.config
+        eps, H, pd = cfg.layer_norm_epsilon, cfg.n_head, cfg.dropout
+        g1, b1, wa, ba, wp, bp, g2, b2, wf, bf, wm, bm = self._block(layer)
+        h1, c_ln1 = nn.layer_norm_forward(x, g1, b1, eps)  # (B, T, C)
+        qkv, c_qkv = nn.linear_forward(h1, wa, ba)  # (B, T, 3C)
+        y, c_att = nn.attention_forward(qkv, H)  # (B, T, C)
+        a, c_proj = nn.linear_forward(y, wp, bp)
+        a, c_d1 = nn.dropout_forward(a, pd, drop)
+        x = x + a
+        h2, c_ln2 = nn.layer_norm_forward(x, g2, b2, eps)
+        u, c_fc = nn.linear_forward(h2, wf, bf)  # (B, T, 4C)
+        gu, c_gelu = nn.gelu_forward(u)
+        m, c_mproj = nn.linear_forward(gu, wm, bm)  # (B, T, C)
+        m, c_d2 = nn.dropout_forward(m, pd, drop)
+        x += m
+        return x, (c_ln1, c_qkv, c_att, c_proj, c_d1, c_ln2, c_fc, c_gelu, c_mproj, c_d2)
+
+    def _block_backward(self, dx, cache, layer: int, g: dict):
+        c_ln1, c_qkv, c_att, c_proj, c_d1, c_ln2, c_fc, c_gelu, c_mproj, c_d2 = cache
+        G = [g.get(f"h.{layer}.{k}") for k in BLOCK_KEYS]
+        dgu, _, _ = nn.linear_backward(nn.dropout_backward(dx, c_d2), c_mproj, G[10], G[11])
+        du = nn.gelu_backward(dgu, c_gelu)
+        dh2, _, _ = nn.linear_backward(du, c_fc, G[8], G[9])
+        d_ln, dg, db = nn.layer_norm_backward(dh2, c_ln2)
+        self._store(g, f"h.{layer}.ln_2", dg, db)
+        dx = dx + d_ln
+        dy, _, _ = nn.linear_backward(nn.dropout_backward(dx, c_d1), c_proj, G[4], G[5])
+        dqkv = nn.attention_backward(dy, c_att)
+        dh1, _, _ = nn.linear_backward(dqkv, c_qkv, G[2], G[3])
+        d_ln, dg, db = nn.layer_norm_backward(dh1, c_ln1)
+        self._store(g, f"h.{layer}.ln_1", dg, db)
+        dx += d_ln
+        return dx
+
+    @staticmethod
+    def _store(g: dict, prefix: str, dg, db) -> None:
+        g[f"{prefix}.g"][...] = dg
+        if f"{prefix}.b" in g:
+            g[f"{prefix}.b"][...] = db
+
+    def _check_train_batch(self, batch, mask):
+        arr = check_ids(batch, self.config.vocab_size, name="batch")
+        if arr.ndim == 1:
+            arr = arr[None, :]
+        if arr.ndim != 2 or arr.shape[1] < 2:
+            raise InputError(f"batch must be (B, T+1) with T >= 1, got shape {arr.shape}", shape=arr.shape)
+        self._check_T(arr.shape[1] - 1, "loss_and_grads")
+        if mask is None:
+            return arr, None
+        mask = np.asarray(mask)
+        if mask.shape != (arr.shape[0], arr.shape[1] - 1) or mask.dtype.kind not in "bui":
+            raise InputError(f"mask must be a boolean (B, T) = {(arr.shape[0], arr.shape[1] - 1)} "
+                             f"array, got shape {mask.shape} dtype {mask.dtype}", shape=mask.shape)
+        return arr, mask.astype(bool).reshape(-1)
+
+    # ----------------------------------------------------------------- KV-cached decoding
+    def start(self, prefix) -> GPTState:
+        """State after reading ``prefix`` (T,): ``.logprobs`` equals ``logprobs(prefix)[-1]``.
+
+        A prefix longer than ``block_size`` keeps its last ``block_size`` ids as context.
+        """
+        batch, _ = self._validate(prefix)
+        if batch.shape[0] != 1:
+            raise InputError(f"start() takes one prefix (T,), got shape {batch.shape}", shape=batch.shape)
+        return self._start_ids(batch[0], n_seen=batch.shape[1])
+
+    def _start_ids(self, ids: np.ndarray, n_seen: int) -> GPTState:
+        ctx = ids[-self.config.block_size:]
+        T = len(ctx)
+        cache = _KVCache(self.config, self.dtype)
+        h = self._hidden(ctx[None, :], kv=cache)  # (1, T, C)
+        cache.ids[:T], cache.length = ctx, T
+        row = self._unembed_logprobs(h[0, -1:], np.empty((1, self.config.vocab_size), self.dtype))[0]
+        return self._state(row, T, n_seen, cache)
+
+    def _state(self, row, length, n_seen, cache) -> GPTState:
+        self._raise_if_nan(row, "log-probabilities")
+        row.flags.writeable = False
+        return GPTState(row, length, n_seen, cache)
+
+    def step(self, state: GPTState, token_id: int) -> GPTState:
+        """New state after appending ``token_id``; ``state`` stays valid and unchanged.
+
+        Past ``block_size`` ids the window slides: the context is the last ``block_size``
+        ids (recomputed in one forward pass per step).
+        """
+        if not isinstance(state, GPTState):
+            raise InputError(f"step() needs a state from GPT.start(), got {type(state).__name__}")
+        tok = int(check_ids(np.asarray([token_id]), self.config.vocab_size, name="token_id")[0])
+        cache, pos = state._cache, state.length
+        if pos == self.config.block_size:
+            ctx = np.append(cache.ids[1:pos], tok)
+            return self._start_ids(ctx, state.n_seen + 1)
+        if cache.length != pos:
+            cache = cache.fork(pos)
+        row = self._decode_one(cache, pos, tok)
+        cache.ids[pos], cache.length = tok, pos + 1
+        return self._state(row, pos + 1, state.n_seen + 1, cache)
+
+    def _decode_one(self, cache: _KVCache, pos: int, tok: int) -> np.ndarray:
+        """One position through every block, keys/values written at slot ``pos``; -> (V,)."""
+        cfg, p = self.config, self.params
+        H, hd, C, eps = cfg.n_head, cfg.head_dim, cfg.n_embd, cfg.layer_norm_epsilon
+        scale = 1.0 / math.sqrt(hd)
+        x = p["wte"][tok] + p["wpe"][pos]  # (C,)
+        for layer in range(cfg.n_layer):
+            g1, b1, wa, ba, wp, bp, g2, b2, wf, bf, wm, bm = self._block(layer)
+            qkv = nn.linear_forward(_ln1d(x, g1, b1, eps), wa, ba)[0]  # (3C,)
+            K, V = cache.k[layer], cache.v[layer]  # (H, block, hd)
+            K[:, pos] = qkv[C:2 * C].reshape(H, hd)
+            V[:, pos] = qkv[2 * C:].reshape(H, hd)
+            s = np.matmul(K[:, :pos + 1], qkv[:C].reshape(H, hd, 1))[..., 0]  # (H, P)
+            s *= scale
+            nn.softmax_inplace(s)
+            y = np.matmul(s[:, None, :], V[:, :pos + 1]).reshape(C)  # (C,)
+            x += nn.linear_forward(y, wp, bp)[0]
+            u = nn.linear_forward(_ln1d(x, g2, b2, eps), wf, bf)[0]  # (4C,)
+            x += nn.linear_forward(nn.gelu_forward(u, out=u, tanh_out=np.empty_like(u))[0], wm, bm)[0]
+        h = _ln1d(x, p["ln_f.g"], p.get("ln_f.b"), eps)
+        logits = self._w_u @ h  # (V,)
+        return nn.log_softmax_inplace(logits)
+
+
+def _ln1d(x, g, b, eps):
+    """LayerNorm of one vector (C,) (the decoding fast path)."""
+    xc = x - x.mean()
+    y = xc * (g / math.sqrt(float(xc @ xc) / len(x) + eps))
+    if b is not None:
+        y += b
+    return y

@@ -7,7 +7,7 @@ from pathlib import Path
 from .._io import atomic_write
 from ..errors import (FileFormatError, NotFittedError, SeqProbError, SeqProbFileError,
                       UnknownTokenizerError)
-from ..vocab import Vocab
+from ..vocab import Vocab, check_ids
 
 __all__ = ["Tokenizer", "load_tokenizer", "register_tokenizer"]
 
@@ -47,8 +47,10 @@ class Tokenizer:
         return [self.encode(t) for t in texts]
 
     def token_strings(self, ids) -> list[str]:
-        """Display string of each id (a byte-level token may be part of a UTF-8 character)."""
-        return self.vocab.decode_ids(ids)
+        """Display string of each id (a byte-level token may be part of a UTF-8 character);
+        an empty sequence gives an empty list."""
+        tokens = self.vocab.tokens
+        return [tokens[i] for i in check_ids(ids, len(tokens), allow_empty=True).ravel().tolist()]
 
     def tokenize(self, text: str) -> list[str]:
         """The display strings of the tokens of ``text``."""
@@ -109,7 +111,8 @@ def load_tokenizer(path) -> Tokenizer:
                                     f"known: {sorted(_REGISTRY)}", name=kind)
     try:
         return _REGISTRY[kind].from_dict(data)
+    except SeqProbError as exc:  # same error, naming the file
+        raise type(exc)(f"tokenizer file {str(path)!r}: {exc.message}",
+                        **{**exc.data, "path": str(path)}) from exc
     except (KeyError, TypeError, ValueError) as exc:
-        if isinstance(exc, SeqProbError):
-            raise
         raise FileFormatError(f"malformed {kind} tokenizer file {str(path)!r}: {exc}", path=str(path)) from exc

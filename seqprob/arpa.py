@@ -1,0 +1,391 @@
+"""ARPA back-off language model files: read any common dialect, write KenLM's.
+
+An ARPA file lists n-grams with log10 P(w | h) and, for contexts, log10 back-off weights;
+an unlisted n-gram backs off: log P(w | h) = bow(h) + log P(w | h'). seqprob reads what
+KenLM, SRILM, IRSTLM and others write:
+
+- text before ``\\data\\`` is ignored; blank lines anywhere; ``ngram n=c`` counts;
+- ``<s>`` written with log10 prob 0 (KenLM) or -99 (SRILM): either way it is never predicted;
+- ``-99`` means probability 0 (SRILM's pseudo-zero) and reads as -inf;
+- ``<unk>`` or ``<UNK>``; a file without either gets ``<unk>`` at log10 prob -100 (as KenLM,
+  with a warning);
+- a missing back-off means 0; the highest order has none (a non-zero one is an error);
+- ``\\end\\`` closes the file (its absence means a truncated file: an error).
+
+Anything malformed raises :class:`~seqprob.errors.ArpaFormatError` naming the 1-based line.
+"""
+from __future__ import annotations
+
+import gzip
+import logging
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from ._io import atomic_write
+from .counts import MAX_ORDER, lookup_keys
+from .errors import ArpaFormatError, InputError, SeqProbFileError
+from .functional import LN10
+from .ngram.base import BackoffLanguageModel
+from .ngram.tables import BackoffTables
+from .tokenizers import WhitespaceTokenizer
+from .vocab import BOS, EOS, UNK, Vocab
+
+__all__ = ["read_arpa", "write_arpa", "ArpaModel"]
+
+log = logging.getLogger(__name__)
+
+_ZERO = -99.0  # SRILM's log10 pseudo-zero
+
+
+class ArpaModel(BackoffLanguageModel):
+    """A back-off n-gram model read from an ARPA file (see :func:`read_arpa`).
+
+    Attributes
+    ----------
+    tables_ : BackoffTables
+    vocab_ : Vocab
+        ``<unk>``, ``<s>``, ``</s>`` at ids 0, 1, 2, then the unigrams in file order.
+    tokenizer_ : WhitespaceTokenizer
+        Splits text on whitespace; unknown words become ``<unk>``.
+    path : str or None
+    """
+
+    def __init__(self, tables: BackoffTables, vocab: Vocab, path: str | None = None):
+        self.tables_ = tables
+        self.vocab_ = vocab
+        self.tokenizer_ = WhitespaceTokenizer(vocab)
+        self.path = path
+
+    @property
+    def order(self) -> int:
+        """N, the highest order in the file."""
+        return self.tables_.order
+
+    @property
+    def tokenizer(self) -> WhitespaceTokenizer:
+        return self.tokenizer_
+
+    def __repr__(self) -> str:
+        return f"ArpaModel(order={self.order}, ngrams={self.tables_.sizes()}, path={self.path!r})"
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def read_arpa(path) -> ArpaModel:
+    """Read an ARPA file (``.gz`` is decompressed) into an :class:`ArpaModel`.
+
+    Parameters
+    ----------
+    path : str or path-like
+
+    Returns
+    -------
+    ArpaModel
+
+    Raises
+    ------
+    ArpaFormatError
+        Malformed content; ``err.line`` is the 1-based line number.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> text = "\\\\data\\\\\\nngram 1=4\\n\\n\\\\1-grams:\\n-1\\t<unk>\\n0\\t<s>\\n-0.5\\t</s>\\n-0.3\\ta\\n\\\\end\\\\\\n"
+    >>> p = os.path.join(tempfile.mkdtemp(), "a.arpa"); _ = open(p, "w").write(text)
+    >>> read_arpa(p).order
+    1
+    """
+    lines = _read_text_lines(str(path))
+    declared, sections, end_line = _parse_structure(lines, str(path))
+    model = _build(lines, declared, sections, str(path))
+    log.info("read %s: order %d, n-grams %s (end at line %d)", path, model.order,
+             model.tables_.sizes(), end_line)
+    return model
+
+
+def _read_text_lines(path: str) -> list:
+    try:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rb") as handle:
+            data = handle.read()
+    except (OSError, EOFError) as exc:
+        raise SeqProbFileError(f"cannot read ARPA file {path!r}: {getattr(exc, 'strerror', None) or exc}",
+                               path=path) from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ArpaFormatError(f"{path!r} line {line}: not valid UTF-8 ({exc.reason} at byte {exc.start})",
+                              line=line, path=path) from None
+    return text.split("\n")
+
+
+def _err(path: str, line: int, msg: str) -> ArpaFormatError:
+    return ArpaFormatError(f"{path!r} line {line}: {msg}", line=line, path=path)
+
+
+def _parse_structure(lines: list, path: str):
+    """Split the file into declared counts and per-order lists of (line number, text)."""
+    i, n = 0, len(lines)
+    while i < n and lines[i].strip() != "\\data\\":
+        i += 1
+    if i == n:
+        raise _err(path, 1, "no \\data\\ header: not an ARPA file")
+    declared: dict = {}
+    i += 1
+    while i < n and not lines[i].strip().startswith("\\"):
+        text = lines[i].strip()
+        if text:
+            declared[_parse_count(text, path, i + 1)[0]] = _parse_count(text, path, i + 1)[1:]
+        i += 1
+    if not declared:
+        raise _err(path, i + 1, "\\data\\ declares no 'ngram n=count' lines")
+    orders = sorted(declared)
+    if orders != list(range(1, len(orders) + 1)) or len(orders) > MAX_ORDER:
+        raise _err(path, declared[orders[-1]][1], f"\\data\\ declares orders {orders}: "
+                   f"expected 1 .. N with N <= {MAX_ORDER}")
+    sections: dict = {}
+    current = None
+    while i < n:
+        text = lines[i].strip()
+        if text.startswith("\\"):
+            if text == "\\end\\":
+                _check_counts(declared, sections, path)
+                return declared, sections, i + 1
+            current = _parse_header(text, path, i + 1, len(sections) + 1)
+            if current not in declared:
+                raise _err(path, i + 1, f"section {text} is not declared in \\data\\")
+            sections[current] = (i + 1, [])
+        elif text:
+            if current is None:
+                raise _err(path, i + 1, f"n-gram line outside any section: {text[:40]!r}")
+            sections[current][1].append(i + 1)
+        i += 1
+    raise _err(path, n, "no \\end\\ marker: the file is truncated")
+
+
+def _parse_count(text: str, path: str, line: int):
+    parts = text.split()
+    try:
+        if len(parts) == 2 and parts[0] == "ngram":
+            order, count = parts[1].split("=")
+            order, count = int(order), int(count)
+            if order >= 1 and count >= 0:
+                return order, count, line
+    except ValueError:
+        pass
+    raise _err(path, line, f"expected 'ngram n=count' in \\data\\, got {text[:60]!r}")
+
+
+def _parse_header(text: str, path: str, line: int, expected: int) -> int:
+    if text.endswith("-grams:") and text[1:-7].isdigit():
+        order = int(text[1:-7])
+        if order != expected:
+            raise _err(path, line, f"section {text} out of order: expected \\{expected}-grams:")
+        return order
+    raise _err(path, line, f"unknown section header {text!r} (expected \\{expected}-grams: or \\end\\)")
+
+
+def _check_counts(declared: dict, sections: dict, path: str) -> None:
+    for order, (count, line) in declared.items():
+        if order not in sections:
+            raise _err(path, line, f"\\data\\ declares ngram {order}={count} but there is no "
+                       f"\\{order}-grams: section")
+        found = len(sections[order][1])
+        if found != count:
+            raise _err(path, line, f"\\data\\ declares ngram {order}={count} but the \\{order}-grams: "
+                       f"section (line {sections[order][0]}) has {found} entries")
+
+
+def _parse_entries(lines: list, linenos: list, order: int, highest: bool, path: str):
+    """(words list, log10 probs, log10 back-offs) of one section."""
+    words, probs, bows = [], [], []
+    for ln in linenos:
+        fields = lines[ln - 1].split()
+        if len(fields) not in (order + 1, order + 2):
+            raise _err(path, ln, f"a {order}-gram line needs 'log10prob w1 .. w{order} [backoff]', "
+                       f"got {len(fields)} fields")
+        try:
+            p = float(fields[0])
+            b = float(fields[order + 1]) if len(fields) == order + 2 else 0.0
+        except ValueError:
+            raise _err(path, ln, f"not a number in {lines[ln - 1].strip()[:60]!r}") from None
+        if math.isnan(p) or math.isnan(b) or p > 0 or p == math.inf or b == math.inf:
+            raise _err(path, ln, f"invalid log10 probability / back-off {p} / {b} "
+                       "(must be finite or -inf, probability <= 0)")
+        if highest and b != 0.0:
+            raise _err(path, ln, f"back-off {b} on the highest order ({order}-grams) cannot be used")
+        words.append(fields[1: order + 1])
+        probs.append(p)
+        bows.append(b)
+    return words, np.array(probs, dtype=np.float64), np.array(bows, dtype=np.float64)
+
+
+def _to_nats(log10_values: np.ndarray) -> np.ndarray:
+    return np.where(log10_values == _ZERO, -np.inf, log10_values * LN10)
+
+
+def _build(lines: list, declared: dict, sections: dict, path: str) -> ArpaModel:
+    N = len(declared)
+    linenos = sections[1][1]
+    words, probs, bows = _parse_entries(lines, linenos, 1, N == 1, path)
+    vocab, logp1, logbow1 = _unigram_vocab(words, probs, bows, linenos, path)
+    V = len(vocab)
+    keys, logp, logbow = [np.arange(V, dtype=np.int64)], [logp1], [logbow1]
+    for m in range(2, N + 1):
+        linenos = sections[m][1]
+        words, probs, bows = _parse_entries(lines, linenos, m, m == N, path)
+        k, perm = _section_keys(words, linenos, m, vocab, keys, path)
+        keys.append(k)
+        logp.append(_to_nats(probs)[perm])
+        logbow.append(_to_nats(bows)[perm])
+    tables = BackoffTables(V, keys, logp, logbow[: N - 1])
+    return ArpaModel(tables, vocab, path)
+
+
+def _section_keys(words: list, linenos: list, m: int, vocab: Vocab, keys: list, path: str):
+    """Prefix-linked sorted keys of one section and the permutation that sorts its entries."""
+    V, index = len(vocab), vocab._index
+    ids = np.array([[index.get(w, -1) for w in ws] for ws in words], dtype=np.int64).reshape(-1, m)
+    bad = np.flatnonzero((ids < 0).any(axis=1))
+    if len(bad):
+        i = int(bad[0])
+        word = next(w for w in words[i] if w not in index)
+        raise _err(path, linenos[i], f"word {word!r} of this {m}-gram is not a unigram of the file")
+    rows = ids[:, 0]
+    for j in range(1, m - 1):
+        rows = np.where(rows >= 0, lookup_keys(keys[j], rows * V + ids[:, j]), -1)
+    missing = np.flatnonzero(rows < 0)
+    if len(missing):
+        i = int(missing[0])
+        raise _err(path, linenos[i], f"the context {' '.join(words[i][:-1])!r} of this {m}-gram is "
+                   f"not listed among the {m - 1}-grams")
+    k = rows * V + ids[:, -1]
+    perm = np.argsort(k, kind="stable")
+    k = k[perm]
+    dup = np.flatnonzero(k[1:] == k[:-1])
+    if len(dup):
+        i = int(perm[dup[0] + 1])
+        raise _err(path, linenos[i], f"{m}-gram {' '.join(words[i])!r} is listed twice")
+    return k, perm
+
+
+def _unigram_vocab(words: list, probs: np.ndarray, bows: np.ndarray, linenos: list, path: str):
+    names = [w[0] for w in words]
+    seen: dict = {}
+    for name, ln in zip(names, linenos):
+        if name in seen:
+            raise _err(path, ln, f"unigram {name!r} listed twice (first at line {seen[name]})")
+        seen[name] = ln
+    unk = UNK if UNK in seen else ("<UNK>" if "<UNK>" in seen else None)
+    extra = {}
+    if unk is None:
+        warnings.warn(f"{path}: no <unk> unigram; using log10 p(<unk>) = -100 as KenLM does", stacklevel=4)
+        unk, extra[UNK] = UNK, (-100.0, 0.0)
+    for special in (BOS, EOS):
+        if special not in seen:
+            warnings.warn(f"{path}: no {special} unigram; adding it with probability 0", stacklevel=4)
+            extra[special] = (_ZERO, 0.0)
+    tokens = [unk, BOS, EOS] + [w for w in names if w not in (unk, BOS, EOS)]
+    vocab = Vocab(tokens, bos=BOS, eos=EOS, unk=unk)
+    logp = np.empty(len(tokens))
+    logbow = np.zeros(len(tokens))
+    for tok, (p, b) in extra.items():
+        logp[vocab.id(tok)], logbow[vocab.id(tok)] = p, b
+    ids = np.fromiter((vocab._index[w] for w in names), dtype=np.int64, count=len(names))
+    logp[ids], logbow[ids] = probs, bows
+    logp = _to_nats(logp)
+    logp[vocab.bos_id] = -np.inf  # <s> is context only, whatever the file says
+    return vocab, logp, _to_nats(logbow)
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+def write_arpa(model, path) -> Path:
+    """Write a normalized back-off model as an ARPA file, atomically (KenLM's layout).
+
+    Parameters
+    ----------
+    model : a fitted seqprob n-gram model or :class:`ArpaModel`
+        Any estimator whose rows are back-off expressible: ``ModifiedKneserNey``,
+        ``KneserNey``, ``WittenBell``, ``AbsoluteDiscount``, ``MLE`` (zeros written as -99),
+        ``AddK`` of order 1. ``StupidBackoff`` (not normalized) and ``AddK`` of order > 1 (not a
+        back-off model) raise :class:`~seqprob.errors.InputError`.
+    path : str or path-like
+        Destination; written through a temporary file, so a failure leaves nothing behind.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Notes
+    -----
+    Each line is ``log10 P(w | h) <TAB> h w [<TAB> log10 gamma(h w)]``; the highest order has
+    no back-off column; probability 0 is written as -99; ``<s>`` as 0 (KenLM's convention:
+    it is never predicted). Numbers carry 10 significant digits.
+    """
+    if not getattr(model, "normalized", True):
+        raise InputError(f"{type(model).__name__} scores are not a normalized distribution; an ARPA "
+                         "file holds probabilities, so it is not written (use a smoothed estimator)")
+    if not hasattr(model, "_tables"):
+        raise InputError(f"write_arpa needs a seqprob n-gram model, got {type(model).__name__}")
+    tables = model._tables()
+    vocab = model.vocab
+    names = _arpa_names(vocab)
+    path = Path(path)
+    with atomic_write(path) as handle:
+        handle.write("\\data\\\n")
+        for m, size in enumerate(tables.sizes(), start=1):
+            handle.write(f"ngram {m}={size}\n")
+        texts: list = names
+        for m in range(1, tables.order + 1):
+            if m > 1:
+                texts = _extend_texts(texts, tables.keys[m - 1], tables.vocab_size, names)
+            handle.write(f"\n\\{m}-grams:\n")
+            handle.write(_section_text(tables, m, texts, vocab))
+        handle.write("\n\\end\\\n")
+    log.info("wrote %s: n-grams %s", path, tables.sizes())
+    return path
+
+
+def _arpa_names(vocab: Vocab) -> list:
+    if vocab.bos_id is None or vocab.eos_id is None or vocab.bos_id == vocab.eos_id:
+        raise InputError("an ARPA file needs distinct <s> and </s> tokens; this vocabulary has "
+                         f"bos={vocab.bos!r}, eos={vocab.eos!r}")
+    names = list(vocab.tokens)
+    names[vocab.bos_id], names[vocab.eos_id] = BOS, EOS
+    if vocab.unk_id is not None and vocab.unk != "<UNK>":
+        names[vocab.unk_id] = UNK
+    for i, name in enumerate(names):
+        if not name or len(name.split()) != 1 or name != name.strip():
+            raise InputError(f"token {name!r} (id {i}) is empty or contains whitespace: ARPA words "
+                             "are whitespace-separated", token=name)
+    if len(set(names)) != len(names):
+        dup = next(n for i, n in enumerate(names) if n in names[:i])
+        raise InputError(f"token {dup!r} would appear twice in the ARPA file (it is also a special "
+                         "symbol)", token=dup)
+    return names
+
+
+def _extend_texts(prev: list, keys: np.ndarray, V: int, names: list) -> list:
+    return [f"{prev[p]} {names[w]}" for p, w in zip((keys // V).tolist(), (keys % V).tolist())]
+
+
+def _fmt(values: np.ndarray) -> list:
+    log10 = np.asarray(values) / LN10
+    return ["-99" if v == -math.inf else f"{v:.10g}" for v in log10.tolist()]
+
+
+def _section_text(tables: BackoffTables, m: int, texts: list, vocab: Vocab) -> str:
+    probs = _fmt(tables.logp[m - 1])
+    if m == 1:
+        probs[vocab.bos_id] = "0"
+    if m == tables.order:
+        return "".join(f"{p}\t{t}\n" for p, t in zip(probs, texts))
+    bows = _fmt(tables.logbow[m - 1])
+    return "".join(f"{p}\t{t}\t{b}\n" for p, t, b in zip(probs, texts, bows))

@@ -1,0 +1,82 @@
+"""``seqprob ngram fit``: estimate an n-gram model from a text corpus and write an ARPA file."""
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+from ..errors import InputError
+
+log = logging.getLogger(__name__)
+
+SMOOTHINGS = ("mkn", "kn", "wb", "abs", "addk", "mle", "stupid")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("ngram", help="n-gram models: fit one on a corpus and write an ARPA file",
+                       description="Count-based n-gram language models (KenLM-exact modified "
+                                   "Kneser-Ney and the other classic estimators).")
+    actions = p.add_subparsers(dest="ngram_command", metavar="ACTION")
+    f = actions.add_parser(
+        "fit", help="fit an n-gram model on CORPUS and write it as ARPA",
+        description="Fit an n-gram model on CORPUS (one sentence per line; '-' = stdin; .gz is "
+                    "decompressed) and write it as an ARPA file. Every line is a sentence: <s> is "
+                    "its context and </s> is predicted at its end (KenLM's convention). "
+                    "mkn reproduces KenLM's lmplz. stupid back-off is not a probability "
+                    "distribution and add-k of order > 1 is not a back-off model: neither has an "
+                    "ARPA form, so they are refused before any file is written.")
+    f.add_argument("corpus", metavar="CORPUS", help="training text ('-' for stdin)")
+    f.add_argument("-o", "--output", required=True, help="ARPA file to write (written atomically)")
+    f.add_argument("--order", type=int, default=3, help="n-gram order N, 1..10 (default 3)")
+    f.add_argument("--smoothing", choices=SMOOTHINGS, default="mkn",
+                   help="mkn (modified Kneser-Ney, default), kn, wb (Witten-Bell), abs (absolute "
+                        "discounting), addk, mle, stupid")
+    f.add_argument("--k", type=float, default=1.0, help="pseudo-count of addk (default 1: Laplace)")
+    f.add_argument("--min-count", type=int, default=1,
+                   help="words seen fewer times become <unk> (default 1)")
+    f.add_argument("--kenlm-quirk", action="store_true",
+                   help="mkn/kn: reproduce lmplz's count-of-counts quirk (kpu/kenlm #405, #427)")
+    f.add_argument("--no-discount-fallback", action="store_true",
+                   help="mkn/kn/abs: fail instead of using fallback discounts on tiny data")
+    f.set_defaults(func=run_fit)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def build_model(args):
+    """The estimator the arguments ask for (refusing the ones with no ARPA form)."""
+    from .. import ngram
+
+    if args.smoothing == "stupid":
+        raise InputError("stupid back-off scores are not a probability distribution, so they have no "
+                         "ARPA form; use the Python API (seqprob.ngram.StupidBackoff) to score with it")
+    if args.smoothing == "addk" and args.order > 1:
+        raise InputError(f"add-k of order {args.order} is not a back-off model (an unseen event gets "
+                         "k / (c(h) + kV), not a multiple of a lower order), so it has no ARPA form; "
+                         "use --order 1, another --smoothing, or the Python API (seqprob.ngram.AddK)")
+    cls = ngram.ESTIMATORS[args.smoothing]
+    kwargs = {"order": args.order, "min_count": args.min_count}
+    if args.smoothing == "addk":
+        kwargs["k"] = args.k
+    if args.smoothing in ("mkn", "kn"):
+        kwargs["kenlm_quirk"] = args.kenlm_quirk
+    if args.smoothing in ("mkn", "kn", "abs") and args.no_discount_fallback:
+        kwargs["discount_fallback"] = None
+    model = cls(**kwargs)
+    model._check_params()
+    return model
+
+
+def run_fit(args) -> int:
+    from .._io import read_lines
+    from ..arpa import write_arpa
+
+    model = build_model(args)
+    start = time.perf_counter()
+    model.fit(read_lines(args.corpus))
+    fitted = time.perf_counter() - start
+    write_arpa(model, args.output)
+    sizes = " ".join(f"{m}:{n}" for m, n in enumerate(model.tables_.sizes(), start=1))
+    print(f"wrote {args.output}: {type(model).__name__}(order={args.order}) from "
+          f"{model.counts_.n_sentences} sentences, {model.counts_.n_tokens} tokens; "
+          f"n-grams {sizes}; fit {fitted:.2f} s", file=sys.stderr)
+    return 0

@@ -1,0 +1,383 @@
+"""GPT checkpoints: a folder with the config, the weights, the optimizer and training state.
+
+Layout of a checkpoint folder::
+
+    config.json          {"format": "seqprob.gpt", "format_version": 1, "config": {...},
+                          "vocab": {...} (only when there is no tokenizer)}
+    model.safetensors    the parameters by name (a tied W_U is stored once, as ``wte``)
+    optimizer.json       AdamW hyperparameters and step count (when an optimizer was given)
+    optimizer.safetensors  its moments ``m.<name>`` and ``v.<name>``
+    tokenizer.json       ``model.tokenizer`` (when set), read back by ``load_tokenizer``
+    training.json        ``extra``: JSON data such as the step and the sampler's RNG state
+    manifest.json        written last: every file above with its size and SHA-256
+
+Tensors are written as safetensors when :mod:`seqprob.gpt.safetensors` is available, else as
+``.npz`` (same names); the loader reads whichever the manifest lists.
+
+Writes are atomic at the folder level: everything goes into a temporary sibling folder,
+which then replaces the old checkpoint by two renames, so an interrupted save leaves the
+previous checkpoint intact (in the worst case under ``.<name>.old-*`` beside it, which the
+loader points to). A folder that exists but is not a seqprob checkpoint is never replaced.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .._io import atomic_write
+from ..errors import CheckpointError, InputError, SeqProbError, SeqProbFileError
+
+__all__ = ["save_checkpoint", "load_checkpoint", "Checkpoint", "FORMAT", "FORMAT_VERSION"]
+
+log = logging.getLogger(__name__)
+
+FORMAT, FORMAT_VERSION = "seqprob.gpt", 1
+_MANIFEST = "manifest.json"
+
+
+@dataclass
+class Checkpoint:
+    """What :func:`load_checkpoint` returns.
+
+    Attributes
+    ----------
+    model : GPT
+        The model with the saved weights (and tokenizer, if one was saved).
+    optimizer_state : dict or None
+        An :meth:`AdamW.state_dict` to pass to ``AdamW(model.params).load_state_dict``.
+    extra : dict or None
+        The JSON ``extra`` given to :func:`save_checkpoint` (training step, RNG state ...).
+    path : Path
+        The checkpoint folder.
+    """
+
+    model: object
+    optimizer_state: dict | None = field(default=None, repr=False)
+    extra: dict | None = field(default=None, repr=False)
+    path: Path | None = None
+
+
+# ----------------------------------------------------------------------------- tensor files
+def _tensor_backend():
+    """(extension, write(path, dict), read(path) -> dict): safetensors if available, else npz."""
+    try:
+        from . import safetensors as st
+    except ImportError:
+        st = None
+    if st is not None and hasattr(st, "save_file") and hasattr(st, "load_file"):
+        return ".safetensors", st.save_file, st.load_file
+    return ".npz", _save_npz, _load_npz
+
+
+def _save_npz(tensors: dict, path) -> None:
+    with open(path, "wb") as handle:
+        np.savez(handle, **tensors)
+
+
+def _load_npz(path) -> dict:
+    with np.load(path, allow_pickle=False) as data:
+        return {k: data[k] for k in data.files}
+
+
+def _read_tensors(path: Path) -> dict:
+    try:
+        if path.suffix == ".npz":
+            return _load_npz(path)
+        from . import safetensors as st
+        return dict(st.load_file(path))
+    except SeqProbError as exc:
+        if isinstance(exc, CheckpointError):
+            raise
+        raise CheckpointError(f"cannot read {str(path)!r}: {exc}", path=str(path)) from exc
+    except (OSError, ValueError, KeyError, EOFError) as exc:
+        raise CheckpointError(f"cannot read {str(path)!r}: corrupt or truncated ({exc})",
+                              path=str(path)) from exc
+
+
+# ----------------------------------------------------------------------------- saving
+def save_checkpoint(model, path, optimizer=None, extra: dict | None = None) -> Path:
+    """Write ``model`` (and optionally its optimizer and training state) to folder ``path``.
+
+    Parameters
+    ----------
+    model : GPT
+        Its ``config``, ``params`` and ``tokenizer`` (if set) are saved.
+    path : str or Path
+        The checkpoint folder; replaced atomically if it already holds a checkpoint.
+    optimizer : AdamW, optional
+        Its ``state_dict()`` is saved so that training resumes exactly.
+    extra : dict, optional
+        JSON-serializable data saved as ``training.json`` (e.g. step, RNG state, history).
+
+    Returns
+    -------
+    Path
+        The checkpoint folder.
+
+    Examples
+    --------
+    >>> import tempfile, seqprob.gpt as g
+    >>> model = g.GPT(g.GPTConfig(vocab_size=9, block_size=4, n_layer=1, n_head=1, n_embd=4))
+    >>> folder = save_checkpoint(model, tempfile.mkdtemp() + "/ckpt")
+    >>> sorted(p.name for p in folder.iterdir())[:2]
+    ['config.json', 'manifest.json']
+    """
+    path = Path(path)
+    _check_replaceable(path)
+    _check_finite_params(model)
+    parent = path.parent if str(path.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=parent))
+    except OSError as exc:
+        raise SeqProbFileError(f"cannot write checkpoint {str(path)!r}: {exc.strerror or exc}",
+                               path=str(path)) from exc
+    try:
+        _write_files(tmp, model, optimizer, extra)
+        _swap_in(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log.info("saved checkpoint %s", path)
+    return path
+
+
+def _check_replaceable(path: Path) -> None:
+    if path.exists() and not path.is_dir():
+        raise SeqProbFileError(f"checkpoint path {str(path)!r} exists and is not a folder",
+                               path=str(path))
+    if path.is_dir() and any(path.iterdir()) and not (path / _MANIFEST).exists():
+        raise SeqProbFileError(f"folder {str(path)!r} is not empty and holds no seqprob checkpoint "
+                               f"({_MANIFEST}); refusing to replace it", path=str(path))
+
+
+def _check_finite_params(model) -> None:
+    for name, value in model.params.items():
+        if not np.isfinite(value).all():
+            raise InputError(f"parameter {name!r} holds NaN or inf: refusing to save a corrupt "
+                             f"checkpoint", name=name)
+
+
+def _write_files(folder: Path, model, optimizer, extra) -> None:
+    ext, write, _ = _tensor_backend()
+    header = {"format": FORMAT, "format_version": FORMAT_VERSION, "config": model.config.to_dict()}
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is None:
+        header["vocab"] = model.vocab.to_dict()
+    files = {"config.json": header}
+    write({k: np.ascontiguousarray(v) for k, v in model.params.items()}, folder / f"model{ext}")
+    if optimizer is not None:
+        state = optimizer.state_dict()
+        tensors = {f"{k}.{n}": a for k in ("m", "v") for n, a in state.pop(k).items()}
+        write(tensors, folder / f"optimizer{ext}")
+        files["optimizer.json"] = {**state, "type": type(optimizer).__name__}
+    if extra is not None:
+        files["training.json"] = extra
+    for name, data in files.items():
+        try:
+            text = json.dumps(data, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"cannot save {name}: not JSON-serializable ({exc})") from exc
+        (folder / name).write_text(text, encoding="utf-8")
+    if tokenizer is not None:
+        tokenizer.save(folder / "tokenizer.json")
+    manifest = {"format": FORMAT, "format_version": FORMAT_VERSION,
+                "files": {p.name: _file_facts(p) for p in sorted(folder.iterdir())}}
+    with atomic_write(folder / _MANIFEST) as handle:
+        json.dump(manifest, handle, indent=1)
+    _fsync_dir(folder)
+
+
+def _file_facts(path: Path) -> dict:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+
+
+def _fsync_dir(folder: Path) -> None:
+    for p in folder.iterdir():
+        with open(p, "rb") as handle:
+            os.fsync(handle.fileno())
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _swap_in(tmp: Path, path: Path) -> None:
+    """Replace ``path`` by ``tmp`` (the old one is moved aside first, then deleted)."""
+    old = None
+    if path.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=tmp.parent))
+        old.rmdir()
+        os.replace(path, old)
+    os.replace(tmp, path)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- loading
+def load_checkpoint(path, model=None, dtype: str | None = None) -> Checkpoint:
+    """Read a checkpoint folder written by :func:`save_checkpoint`.
+
+    Parameters
+    ----------
+    path : str or Path
+        The checkpoint folder.
+    model : GPT, optional
+        Load the weights into this model (its config must equal the saved one) instead of
+        building a new one.
+    dtype : {"float32", "float64"}, optional
+        Build the model in this dtype instead of the saved one (weights are cast).
+
+    Returns
+    -------
+    Checkpoint
+        ``.model``, ``.optimizer_state`` (or None), ``.extra`` (or None), ``.path``.
+
+    Raises
+    ------
+    CheckpointError
+        A file is missing, truncated or corrupt (size or SHA-256 differs from the manifest),
+        or the config, parameter names or shapes do not match.
+    """
+    from ..tokenizers import load_tokenizer
+    from .config import GPTConfig
+    from .model import GPT
+
+    path = _check_folder(Path(path))
+    manifest = _read_manifest(path)
+    header = _read_json(path, "config.json", manifest)
+    try:
+        config = GPTConfig.from_dict(header["config"])
+        if dtype is not None:
+            config = config.replace(dtype=dtype)
+    except (KeyError, TypeError, InputError) as exc:
+        raise CheckpointError(f"{str(path / 'config.json')!r}: invalid config ({exc})",
+                              path=str(path)) from exc
+    if model is None:
+        model = GPT(config, seed=0, **_vocab_kwargs(header))
+    else:
+        _check_same_config(model.config, config, path)
+    if "tokenizer.json" in manifest:
+        model.tokenizer = load_tokenizer(path / "tokenizer.json")
+    weights = _read_tensors(_tensor_file(path, "model", manifest))
+    _load_weights(model, weights, path)
+    opt_state = None
+    if "optimizer.json" in manifest:
+        opt_state = _read_json(path, "optimizer.json", manifest)
+        moments = _read_tensors(_tensor_file(path, "optimizer", manifest))
+        for key in ("m", "v"):
+            opt_state[key] = {n[len(key) + 1:]: a for n, a in moments.items() if n.startswith(key + ".")}
+    extra = _read_json(path, "training.json", manifest) if "training.json" in manifest else None
+    return Checkpoint(model=model, optimizer_state=opt_state, extra=extra, path=path)
+
+
+def _check_folder(path: Path) -> Path:
+    if path.is_dir():
+        return path
+    leftovers = sorted(path.parent.glob(f".{path.name}.old-*")) if path.parent.is_dir() else []
+    hint = (f"; an interrupted save left the previous checkpoint at {str(leftovers[-1])!r}"
+            if leftovers else "")
+    raise SeqProbFileError(f"checkpoint folder {str(path)!r} does not exist{hint}", path=str(path))
+
+
+def _read_manifest(path: Path) -> dict:
+    file = path / _MANIFEST
+    if not file.exists():
+        raise CheckpointError(f"{str(path)!r} has no {_MANIFEST}: not a seqprob checkpoint, or its "
+                              f"save did not finish", path=str(path))
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+        files = data["files"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"{str(file)!r} is corrupt ({exc})", path=str(file)) from exc
+    if data.get("format") != FORMAT or data.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(f"{str(file)!r}: format {data.get('format')!r} version "
+                              f"{data.get('format_version')!r}, expected {FORMAT!r} version "
+                              f"{FORMAT_VERSION}", path=str(file))
+    for name, facts in files.items():
+        _verify_file(path / name, facts)
+    return files
+
+
+def _verify_file(file: Path, facts: dict) -> None:
+    if not file.exists():
+        raise CheckpointError(f"checkpoint file {str(file)!r} is missing", path=str(file))
+    size = file.stat().st_size
+    if size != facts.get("bytes"):
+        raise CheckpointError(f"checkpoint file {str(file)!r} has {size} bytes, the manifest says "
+                              f"{facts.get('bytes')} (truncated or replaced)", path=str(file),
+                              value=size, limit=facts.get("bytes"))
+    if _file_facts(file)["sha256"] != facts.get("sha256"):
+        raise CheckpointError(f"checkpoint file {str(file)!r} is corrupt: its SHA-256 differs from "
+                              f"the manifest", path=str(file))
+
+
+def _read_json(path: Path, name: str, manifest: dict) -> dict:
+    if name not in manifest:
+        raise CheckpointError(f"checkpoint {str(path)!r} has no {name}", path=str(path))
+    try:
+        return json.loads((path / name).read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{str(path / name)!r} is not valid JSON ({exc})",
+                              path=str(path / name)) from exc
+
+
+def _tensor_file(path: Path, stem: str, manifest: dict) -> Path:
+    for ext in (".safetensors", ".npz"):
+        if stem + ext in manifest:
+            return path / (stem + ext)
+    raise CheckpointError(f"checkpoint {str(path)!r} has no {stem}.safetensors or {stem}.npz",
+                          path=str(path))
+
+
+def _vocab_kwargs(header: dict) -> dict:
+    if "vocab" not in header:
+        return {}
+    from ..vocab import Vocab
+    try:
+        return {"vocab": Vocab.from_dict(header["vocab"])}
+    except (KeyError, TypeError, InputError) as exc:
+        raise CheckpointError(f"invalid vocabulary in config.json ({exc})") from exc
+
+
+def _check_same_config(have, saved, path: Path) -> None:
+    if have == saved:
+        return
+    diffs = [f"{k}: checkpoint {v!r}, model {getattr(have, k)!r}"
+             for k, v in saved.to_dict().items() if getattr(have, k) != v]
+    raise CheckpointError(f"checkpoint {str(path)!r} was saved from a different config ("
+                          + "; ".join(diffs) + ")", path=str(path), differences=diffs)
+
+
+def _load_weights(model, weights: dict, path: Path) -> None:
+    params = model.params
+    missing = [n for n in params if n not in weights]
+    unexpected = [n for n in weights if n not in params]
+    if missing or unexpected:
+        raise CheckpointError(f"checkpoint {str(path)!r} does not match the config: missing "
+                              f"parameters {missing[:5]}, unexpected {unexpected[:5]}",
+                              missing=missing, unexpected=unexpected)
+    for name, value in weights.items():
+        if value.shape != params[name].shape:
+            raise CheckpointError(f"parameter {name!r} has shape {value.shape} in the checkpoint, "
+                                  f"the config needs {params[name].shape}", name=name)
+        if not np.issubdtype(value.dtype, np.floating) or not np.isfinite(value).all():
+            raise CheckpointError(f"parameter {name!r} in the checkpoint is not finite floats "
+                                  f"(dtype {value.dtype})", name=name)
+        params[name][...] = value

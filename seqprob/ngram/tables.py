@@ -1,0 +1,180 @@
+"""Back-off tables: the scoring engine shared by every n-gram estimator and by ARPA files.
+
+A back-off model lists, for each order m, some n-grams (h, w) with their full probability
+log P(w | h), and for each listed context h a back-off weight log gamma(h). An unlisted
+(h, w) backs off: log P(w | h) = log gamma(h) + log P(w | h'), h' = h without its first word
+(an unlisted context has gamma = 1). Interpolated estimators (Kneser-Ney, Witten-Bell,
+absolute discounting) are exactly of this form, which is what the ARPA format stores.
+
+Keys use the prefix-linked layout of :mod:`seqprob.counts`: ``key = prefix_row * V + word``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..counts import lookup_keys
+
+__all__ = ["BackoffTables", "NGramState", "ngram_rows", "segments_of_batch"]
+
+
+@dataclass(frozen=True)
+class NGramState:
+    """Incremental state of an n-gram model: the last n-1 ids and the next-token log-probs."""
+
+    ids: tuple
+    logprobs: np.ndarray = field(repr=False)
+
+
+def segments_of_batch(batch: np.ndarray):
+    """Flatten a (B, W) batch into one stream whose segments are the rows."""
+    B, W = batch.shape
+    seg = np.repeat(np.arange(B, dtype=np.int64) * W, W)  # (B*W,)
+    return batch.reshape(-1), seg
+
+
+def ngram_rows(keys: list, vocab_size: int, stream: np.ndarray, seg_start: np.ndarray,
+               max_order: int) -> list:
+    """Row of the m-gram ending at each position, for m = 1 .. max_order (-1: not listed).
+
+    ``rows[m-1][i]`` is the row in ``keys[m-1]`` of stream[i-m+1 .. i], or -1 when that
+    window crosses the start of its segment or is not in the table. Only positions whose
+    (m-1)-gram prefix was found are looked up (the prefix-linked keys need it anyway).
+    """
+    V = vocab_size
+    offset = np.arange(len(stream), dtype=np.int64) - seg_start  # (L,)
+    rows = [stream]
+    prev = stream
+    for m in range(2, max_order + 1):
+        cur = np.full(len(stream), -1, dtype=np.int64)
+        cand = np.flatnonzero(offset >= m - 1)
+        if len(cand):
+            cand = cand[prev[cand - 1] >= 0]
+            if len(cand):
+                cur[cand] = lookup_keys(keys[m - 1], prev[cand - 1] * V + stream[cand])
+        rows.append(cur)
+        prev = cur
+    return rows
+
+
+class BackoffTables:
+    """Listed n-grams with log-probabilities and back-off weights, order by order.
+
+    Parameters
+    ----------
+    vocab_size : int
+        V; order 1 lists every id 0 .. V-1.
+    keys : list of ndarray
+        Prefix-linked sorted keys per order (``keys[0] = arange(V)``).
+    logp : list of ndarray
+        log P(w | h) (natural log) of every listed n-gram, per order.
+    logbow : list of ndarray
+        log gamma of every n-gram of orders 1 .. N-1 used as a context (0 if it is not one).
+    unlisted_logbow : float
+        Weight applied when backing off from an unlisted context: 0 for a normalized model
+        (ARPA semantics); log alpha for stupid back-off.
+
+    Notes
+    -----
+    log P(w | h) = log p(h_{n-m*+1..} w) + sum_{j=m*}^{n-1} log gamma(h_{last j}), with m* the
+    longest listed n-gram ending in w (ARPA back-off).
+    """
+
+    def __init__(self, vocab_size: int, keys: list, logp: list, logbow: list,
+                 unlisted_logbow: float = 0.0):
+        self.vocab_size = int(vocab_size)
+        self.keys, self.logp, self.logbow = keys, logp, logbow
+        self.unlisted_logbow = float(unlisted_logbow)
+        self._child_bounds: dict = {}
+
+    @property
+    def order(self) -> int:
+        return len(self.keys)
+
+    def sizes(self) -> list:
+        return [len(k) for k in self.keys]
+
+    # ------------------------------------------------------------------ scoring
+    def score_stream(self, stream: np.ndarray, seg_start: np.ndarray) -> np.ndarray:
+        """log P(stream[i] | its history inside its segment) for every position (NaN at starts)."""
+        N = self.order
+        L = len(stream)
+        offset = np.arange(L, dtype=np.int64) - seg_start  # (L,)
+        rows = ngram_rows(self.keys, self.vocab_size, stream, seg_start, N)
+        target = offset >= 1
+        best = np.where(target, 1, 0)  # (L,) longest listed n-gram ending at i
+        for m in range(2, N + 1):
+            best[rows[m - 1] >= 0] = m
+        out = np.full(L, np.nan)
+        for m in range(1, N + 1):
+            sel = np.flatnonzero(best == m)
+            out[sel] = self.logp[m - 1][rows[m - 1][sel]]
+        for j in range(1, N):
+            apply = np.flatnonzero(target & (offset >= j) & (best <= j))
+            if not len(apply):
+                continue
+            ctx = rows[j - 1][apply - 1]
+            bow = np.where(ctx >= 0, self.logbow[j - 1][np.maximum(ctx, 0)], self.unlisted_logbow)
+            out[apply] += bow
+        return out
+
+    def token_logprobs(self, batch: np.ndarray) -> np.ndarray:
+        """(B, T+1) ids -> (B, T) log P(x_t | x_<t)."""
+        stream, seg = segments_of_batch(batch)
+        return self.score_stream(stream, seg).reshape(batch.shape)[:, 1:]
+
+    def logprob_rows(self, batch: np.ndarray) -> np.ndarray:
+        """(B, T) ids -> (B, T, V): the full next-token distribution after every prefix."""
+        B, T = batch.shape
+        V, N = self.vocab_size, self.order
+        stream, seg = segments_of_batch(batch)
+        offset = np.arange(len(stream), dtype=np.int64) - seg  # (B*T,)
+        rows = ngram_rows(self.keys, V, stream, seg, N - 1) if N > 1 else [stream]
+        out = np.broadcast_to(self.logp[0], (len(stream), V)).copy()  # (B*T, V)
+        for m in range(2, N + 1):
+            has = np.flatnonzero(offset >= m - 2)  # positions with a context of m-1 words
+            ctx = rows[m - 2][has]
+            listed = ctx >= 0
+            if self.unlisted_logbow and (~listed).any():
+                out[has[~listed]] += self.unlisted_logbow
+            pos, ctx = has[listed], ctx[listed]
+            if not len(pos):
+                continue
+            out[pos] += self.logbow[m - 2][ctx][:, None]
+            lo, hi = self.children(m, ctx)
+            n = hi - lo
+            r = np.repeat(pos, n)
+            child = np.repeat(lo - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
+            out[r, self.keys[m - 1][child] % V] = self.logp[m - 1][child]
+        return out.reshape(B, T, V)
+
+    def children(self, m: int, ctx_rows: np.ndarray):
+        """Range [lo, hi) of the order-m rows whose context is each order-(m-1) row."""
+        if m not in self._child_bounds:
+            n_ctx = len(self.keys[m - 2])
+            bounds = np.searchsorted(self.keys[m - 1],
+                                     np.arange(n_ctx + 1, dtype=np.int64) * self.vocab_size)
+            self._child_bounds[m] = bounds
+        b = self._child_bounds[m]
+        return b[ctx_rows], b[ctx_rows + 1]
+
+    def state_row(self, history: tuple) -> np.ndarray:
+        """(V,) log-probs of the next token after ``history`` (at most N-1 ids, x_0 first)."""
+        return self.logprob_rows(np.asarray(history, dtype=np.int64)[None, :])[0, -1]
+
+    # ------------------------------------------------------------------ introspection
+    def words(self, m: int) -> np.ndarray:
+        """(U_m, m) word ids of every listed order-m n-gram."""
+        if m == 1:
+            return self.keys[0][:, None].copy()
+        V = self.vocab_size
+        return np.column_stack([self.words(m - 1)[self.keys[m - 1] // V], self.keys[m - 1] % V])
+
+    def index(self, m: int, ids) -> np.ndarray:
+        """Row of each order-m n-gram given as an (n, m) id matrix, or -1 if unlisted."""
+        ids = np.atleast_2d(np.asarray(ids, dtype=np.int64))
+        rows = ids[:, 0].copy()
+        for j in range(1, m):
+            rows = np.where(rows >= 0, lookup_keys(self.keys[j], rows * self.vocab_size + ids[:, j]), -1)
+        return rows

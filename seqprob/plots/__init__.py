@@ -1,0 +1,37 @@
+"""Figures for every comparison seqprob makes (matplotlib, imported only when a plot is drawn).
+
+Every function takes its data first and returns the matplotlib ``Axes`` it drew on (``ax=``
+draws into an existing one) or, for grids, a ``Figure``; keyword ``**style`` options override
+the title and labels. Colours are the Okabe-Ito palette (colour-blind safe). Log-probabilities
+of -inf (P = 0) or NaN are never dropped silently: they are gaps marked "impossible".
+
+Outside an interactive session the figures are not registered with pyplot (nothing leaks):
+save them with ``ax.figure.savefig("out.png")``.
+
+=========================  ==================================================  ==========
+function                   data                                                returns
+=========================  ==================================================  ==========
+surprisal                  ``seqprob.score`` DataFrame, one sentence           Axes
+cumulative_logprob         ``seqprob.score`` DataFrame (the chain rule)        Axes
+sentence_comparison        ``seqprob.score`` DataFrame, several sentences      Figure
+next_token                 a (V,) row of log-probs, several temperatures       Axes
+lookup_table               vocabulary sizes (V^T vs atoms in the universe)     Axes
+learning_curves            ``seqprob.train`` history (+ baselines, entropy)    Axes
+sparsity                   ``analysis.sparsity_curve`` DataFrame               Axes
+attention                  a GPT + text, an ActivationCache or an array        Figure
+logit_lens                 ``analysis.logit_lens`` DataFrame                   Axes
+embeddings                 ``analysis.embedding_pca`` DataFrame                Axes
+embedding_directions       ``analysis.embedding_directions`` DataFrame         Axes
+analogy                    ``analysis.analogy`` DataFrame                      Axes
+reliability                ``analysis.calibration`` DataFrame                  Axes
+=========================  ==================================================  ==========
+"""
+from ._style import IMPOSSIBLE, OKABE_ITO
+from .calibration import reliability
+from .internals import analogy, attention, embedding_directions, embeddings, logit_lens
+from .scores import cumulative_logprob, lookup_table, next_token, sentence_comparison, surprisal
+from .training import learning_curves, sparsity
+
+__all__ = ["surprisal", "cumulative_logprob", "sentence_comparison", "next_token", "lookup_table",
+           "learning_curves", "sparsity", "attention", "logit_lens", "embeddings",
+           "embedding_directions", "analogy", "reliability", "OKABE_ITO", "IMPOSSIBLE"]

@@ -1,0 +1,320 @@
+"""Training a GPT on a token stream: random windows, AdamW, warmup + cosine, clipping.
+
+:func:`train` is deterministic given its ``seed``: the windows (and dropout masks) come from
+one ``numpy.random.Generator`` whose state is saved in every checkpoint, together with the
+optimizer's moments, so a run resumed from a checkpoint continues bit for bit as if it had
+never stopped.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError, TrainingDivergedError
+from .optim import AdamW, clip_grad_norm, cosine_schedule
+from .vocab import check_ids
+
+__all__ = ["train", "sample_windows", "evaluate_loss", "HISTORY_COLUMNS"]
+
+log = logging.getLogger(__name__)
+
+HISTORY_COLUMNS = ["step", "lr", "train_loss", "val_loss", "tokens_seen", "seconds"]
+
+
+def sample_windows(ids: np.ndarray, batch_size: int, block: int, rng: np.random.Generator) -> np.ndarray:
+    """``batch_size`` random windows of ``block + 1`` consecutive ids: ``(B, block + 1)``.
+
+    Every start in ``0 .. len(ids) - block - 1`` is equally likely (drawn with replacement).
+
+    Examples
+    --------
+    >>> sample_windows(np.arange(10), 2, 3, np.random.default_rng(0)).shape
+    (2, 4)
+    """
+    starts = rng.integers(0, len(ids) - block, size=batch_size)  # (B,)
+    return ids[starts[:, None] + np.arange(block + 1)]  # (B, block + 1)
+
+
+def _eval_windows(ids: np.ndarray, block: int, max_windows: int) -> np.ndarray:
+    """Fixed, non-overlapping windows of ``block + 1`` ids (each target scored once),
+    evenly spread over the stream when there are more than ``max_windows``."""
+    if len(ids) <= block:
+        return ids[None, :]
+    n = (len(ids) - 1) // block
+    picks = np.unique(np.linspace(0, n - 1, num=min(n, max_windows)).round().astype(np.int64))
+    return ids[picks[:, None] * block + np.arange(block + 1)]  # (W, block + 1)
+
+
+def evaluate_loss(model, windows: np.ndarray, batch_size: int) -> float:
+    """Mean next-token NLL (nats per token) of ``model`` over the rows of ``windows``.
+
+    Uses ``model.token_logprobs`` (a forward pass only, no dropout, no gradient).
+    """
+    total, count = 0.0, 0
+    for i in range(0, len(windows), batch_size):
+        lp = model.token_logprobs(windows[i:i + batch_size])  # (b, T)
+        total -= float(lp.sum(dtype=np.float64))
+        count += lp.size
+    return total / count
+
+
+def train(model, ids, steps: int, batch_size: int = 16, lr: float = 1e-3, seed: int = 0,
+          val_ids=None, eval_every: int | None = None, checkpoint=None,
+          checkpoint_every: int | None = None, warmup: int | None = None,
+          min_lr: float | None = None, weight_decay: float = 0.1,
+          betas: tuple[float, float] = (0.9, 0.99), grad_clip: float | None = 1.0,
+          block_size: int | None = None, eval_windows: int = 64, progress: bool = True,
+          optimizer: AdamW | None = None, resume=False, stop_at: int | None = None):
+    """Train ``model`` on random windows of the token stream ``ids``; return the history.
+
+    Parameters
+    ----------
+    model : GPT
+        Anything with ``params``, ``loss_and_grads(batch)``, ``token_logprobs`` and a
+        ``config.block_size``; updated in place.
+    ids : array_like of int, shape (N,)
+        The training token stream (e.g. sentences joined with the EOS id between them).
+    steps : int
+        Total number of optimizer steps (the schedule's length).
+    batch_size : int
+        Windows per step.
+    lr : float
+        Peak learning rate.
+    seed : int
+        Seeds the window sampler (and dropout): same seed, same run.
+    val_ids : array_like of int, optional
+        Validation stream, scored every ``eval_every`` steps and at the end on up to
+        ``eval_windows`` fixed non-overlapping windows.
+    eval_every : int, optional
+        Default: ``max(1, steps // 10)``.
+    checkpoint : str or Path, optional
+        Folder to save to every ``checkpoint_every`` steps (default ``eval_every``), at
+        ``stop_at`` and at the end (see :func:`seqprob.gpt.checkpoint.save_checkpoint`).
+    warmup : int, optional
+        Linear warmup steps; default ``min(100, steps // 10)``.
+    min_lr : float, optional
+        Learning rate at the end of the cosine; default ``lr / 10``.
+    weight_decay, betas : float, (float, float)
+        AdamW settings (used when ``optimizer`` is None); decay applies to matrices only.
+    grad_clip : float or None
+        Global gradient-norm limit (None: no clipping).
+    block_size : int, optional
+        Window length T (default ``model.config.block_size``); the stream needs T + 1 ids.
+    progress : bool
+        Show a tqdm progress bar with the loss.
+    optimizer : AdamW, optional
+        Use this optimizer (its ``lr`` is set by the schedule every step).
+    resume : bool or str or Path
+        ``True``: continue from ``checkpoint`` if it holds a checkpoint (else start fresh);
+        a path: continue from that checkpoint. The weights, optimizer moments, step count,
+        sampler RNG and history are restored; pass the same arguments as the first run.
+    stop_at : int, optional
+        Stop after this step (saving a checkpoint); resume later to finish ``steps``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per step: ``step`` (1-based), ``lr``, ``train_loss`` (nats/token of that
+        step's batch, before the update), ``val_loss`` (NaN except at evaluations),
+        ``tokens_seen``, ``seconds`` (wall time since the start of training).
+
+    Raises
+    ------
+    TrainingDivergedError
+        The loss or the gradient norm became NaN/inf; ``.step`` names the step, the model
+        and the checkpoint keep the last good state, ``.history`` holds the rows so far.
+
+    Notes
+    -----
+    Step s (0-based) draws B windows x_0..x_T, computes
+    :math:`L = -\\frac{1}{BT}\\sum_{b,t} \\log P_\\theta(x_t \\mid x_{<t})` and its gradient,
+    clips the global gradient norm to ``grad_clip``, and applies AdamW with the learning rate
+    ``cosine_schedule(s, lr, warmup, steps, min_lr)``.
+
+    Examples
+    --------
+    >>> import seqprob.gpt as g
+    >>> model = g.GPT(g.GPTConfig(vocab_size=5, block_size=8, n_layer=1, n_head=1, n_embd=8))
+    >>> hist = train(model, np.arange(200) % 5, steps=20, batch_size=4, lr=1e-2, progress=False)
+    >>> bool(hist.train_loss.iloc[-1] < hist.train_loss.iloc[0])
+    True
+    """
+    import pandas as pd
+
+    run = _Run(model, ids, steps, batch_size, lr, seed, val_ids, eval_every, checkpoint,
+               checkpoint_every, warmup, min_lr, grad_clip, block_size, eval_windows, stop_at)
+    opt = optimizer if optimizer is not None else AdamW(
+        model.params, lr=lr, betas=betas, weight_decay=weight_decay)
+    run.restore(resume, opt)
+    try:
+        run.loop(opt, progress)
+    except TrainingDivergedError as exc:
+        exc.history = pd.DataFrame(run.rows, columns=HISTORY_COLUMNS)
+        exc.data["history"] = exc.history
+        raise
+    return pd.DataFrame(run.rows, columns=HISTORY_COLUMNS)
+
+
+class _Run:
+    """The state of one training run (validated settings, RNG, history, timing)."""
+
+    def __init__(self, model, ids, steps, batch_size, lr, seed, val_ids, eval_every, checkpoint,
+                 checkpoint_every, warmup, min_lr, grad_clip, block_size, eval_windows, stop_at):
+        self.model, self.config = model, model.config
+        self.steps = _positive_int("steps", steps)
+        self.batch_size = _positive_int("batch_size", batch_size)
+        self.block = self._block(block_size)
+        self.ids = self._stream(ids, "ids", self.block + 1)
+        self.val = None
+        if val_ids is not None:
+            val = self._stream(val_ids, "val_ids", 2)
+            self.val = _eval_windows(val, self.block, _positive_int("eval_windows", eval_windows))
+        self.eval_every = _positive_int("eval_every", eval_every or max(1, self.steps // 10))
+        self.checkpoint = Path(checkpoint) if checkpoint is not None else None
+        self.ckpt_every = _positive_int("checkpoint_every", checkpoint_every or self.eval_every)
+        self.lr, self.seed = lr, seed
+        self.warmup = min(100, self.steps // 10) if warmup is None else warmup
+        self.min_lr = lr / 10 if min_lr is None else min_lr
+        cosine_schedule(0, self.lr, self.warmup, self.steps, self.min_lr)  # validates them
+        if grad_clip is not None and not grad_clip > 0:
+            raise InputError(f"grad_clip must be > 0 or None, got {grad_clip!r}", value=grad_clip, limit=0)
+        self.grad_clip = grad_clip
+        self.stop_at = self.steps if stop_at is None else _positive_int("stop_at", stop_at)
+        if self.stop_at > self.steps:
+            raise InputError(f"stop_at={stop_at} is beyond steps={steps}", value=stop_at, limit=steps)
+        self.rng = np.random.default_rng(seed)
+        self.step, self.rows, self.seconds0, self.saved_step = 0, [], 0.0, None
+
+    def _block(self, block_size) -> int:
+        limit = self.config.block_size
+        if block_size is None:
+            return limit
+        block = _positive_int("block_size", block_size)
+        if block > limit:
+            raise InputError(f"block_size={block} exceeds the model's block_size={limit}",
+                             value=block, limit=limit)
+        return block
+
+    def _stream(self, ids, name: str, need: int) -> np.ndarray:
+        arr = check_ids(ids, self.config.vocab_size, name=name, allow_empty=True)
+        if arr.ndim != 1:
+            raise InputError(f"{name} must be a 1-D token stream, got shape {arr.shape}", shape=arr.shape)
+        if len(arr) < need:
+            raise InputError(f"{name} has {len(arr)} tokens; training windows need at least {need} "
+                             f"(block_size {self.block} + 1): use more text or a smaller block_size",
+                             value=len(arr), limit=need)
+        return arr
+
+    def settings(self) -> dict:
+        return {"steps": self.steps, "batch_size": self.batch_size, "block_size": self.block,
+                "lr": self.lr, "seed": self.seed, "warmup": self.warmup, "min_lr": self.min_lr,
+                "grad_clip": self.grad_clip}
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def restore(self, resume, opt) -> None:
+        if not resume:
+            return
+        from .gpt.checkpoint import load_checkpoint
+
+        if resume is True:
+            if self.checkpoint is None:
+                raise InputError("resume=True needs checkpoint=FOLDER (or pass resume=FOLDER)")
+            if not (self.checkpoint / "manifest.json").exists():
+                log.info("no checkpoint in %s yet: starting fresh", self.checkpoint)
+                return
+            resume = self.checkpoint
+        ckpt = load_checkpoint(resume, model=self.model)
+        if ckpt.optimizer_state is None or not ckpt.extra or "rng" not in ckpt.extra:
+            raise InputError(f"checkpoint {str(resume)!r} has no optimizer/training state to resume "
+                             f"from (it was saved by model.save, not by train)", path=str(resume))
+        opt.load_state_dict(ckpt.optimizer_state)
+        extra = ckpt.extra
+        changed = {k: (v, extra["settings"].get(k)) for k, v in self.settings().items()
+                   if extra.get("settings", {}).get(k) != v}
+        if changed:
+            log.warning("resuming with settings that differ from the checkpoint's: %s", changed)
+        self.step, self.seconds0 = int(extra["step"]), float(extra["seconds"])
+        self.rng.bit_generator.state = extra["rng"]
+        self.rows = [[np.nan if v is None else v for v in row] for row in extra["history"]]
+        self.saved_step = self.step
+        log.info("resumed from %s at step %d", resume, self.step)
+
+    def save(self, opt, elapsed: float) -> None:
+        from .gpt.checkpoint import save_checkpoint
+
+        extra = {"step": self.step, "seconds": elapsed, "rng": self.rng.bit_generator.state,
+                 "settings": self.settings(),
+                 "history": [[None if isinstance(v, float) and math.isnan(v) else v for v in row]
+                             for row in self.rows]}
+        save_checkpoint(self.model, self.checkpoint, optimizer=opt, extra=extra)
+        self.saved_step = self.step
+
+    # -- the loop ------------------------------------------------------------------------------
+    def loop(self, opt, progress: bool) -> None:
+        from tqdm.auto import tqdm
+
+        start = time.perf_counter() - self.seconds0
+        bar = tqdm(total=self.steps, initial=self.step, disable=not progress, desc="train",
+                   unit="step", dynamic_ncols=True)
+        try:
+            while self.step < self.stop_at:
+                lr = cosine_schedule(self.step, self.lr, self.warmup, self.steps, self.min_lr)
+                loss = self.one_step(opt, lr)
+                self.step += 1
+                val = self.maybe_eval()
+                elapsed = time.perf_counter() - start
+                self.rows.append([self.step, lr, loss, val, self.step * self.batch_size * self.block,
+                                  elapsed])
+                bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}", refresh=False)
+                bar.update(1)
+                if self.checkpoint is not None and (self.step % self.ckpt_every == 0
+                                                    or self.step == self.stop_at):
+                    self.save(opt, elapsed)
+        finally:
+            bar.close()
+
+    def one_step(self, opt, lr: float) -> float:
+        batch = sample_windows(self.ids, self.batch_size, self.block, self.rng)  # (B, T+1)
+        try:
+            if self.config.dropout > 0:
+                loss, grads = self.model.loss_and_grads(batch, rng=self.rng)
+            else:
+                loss, grads = self.model.loss_and_grads(batch)
+        except InputError as exc:  # a forward pass that found non-finite weights
+            if all(np.isfinite(p).all() for p in self.model.params.values()):
+                raise
+            self.diverged(f"the weights became non-finite ({exc})", loss=math.nan)
+        loss = float(loss)
+        if not math.isfinite(loss):
+            self.diverged(f"the loss is {loss}", loss=loss)
+        norm = clip_grad_norm(grads, self.grad_clip if self.grad_clip else math.inf)
+        if not math.isfinite(norm):
+            self.diverged(f"the gradient norm is {norm}", loss=loss)
+        opt.step(grads, lr=lr)
+        return loss
+
+    def maybe_eval(self) -> float:
+        if self.val is None or (self.step % self.eval_every and self.step != self.steps):
+            return math.nan
+        val = evaluate_loss(self.model, self.val, self.batch_size)
+        log.info("step %d: val_loss %.4f", self.step, val)
+        return val
+
+    def diverged(self, what: str, loss: float):
+        step = self.step + 1
+        kept = (f"; the last good checkpoint (step {self.saved_step}) is kept in "
+                f"{str(self.checkpoint)!r}" if self.saved_step is not None else "")
+        raise TrainingDivergedError(
+            f"training diverged at step {step}: {what}; parameters not updated{kept} "
+            f"(try a lower lr than {self.lr!r} or grad_clip)", step=step, loss=loss,
+            checkpoint=str(self.checkpoint) if self.saved_step is not None else None)
+
+
+def _positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise InputError(f"{name} must be an integer >= 1, got {value!r}", value=value, limit=1)
+    return int(value)

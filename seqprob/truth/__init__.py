@@ -1,0 +1,6 @@
+"""The ground truth P*: probabilistic grammars with exact probabilities, and the toy English default."""
+from .grammar import GrammarEntropy, GrammarState, ProbabilisticGrammar
+from .toy_english import AgreementPair, agreement_pairs, toy_english, toy_english_spec
+
+__all__ = ["ProbabilisticGrammar", "GrammarState", "GrammarEntropy", "toy_english", "toy_english_spec",
+           "agreement_pairs", "AgreementPair"]

@@ -1,0 +1,354 @@
+"""The numpy GPT: contract properties, hand-written gradients, KV cache, sliding window, errors."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seqprob.errors import ContextLengthError, InputError, SeqProbError, TokenIdError
+from seqprob.gpt import GPT, GPTConfig
+from seqprob.vocab import Vocab
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def make(V=13, block=8, L=2, H=2, C=8, seed=0, dtype="float64", perturb=0.0, **kw):
+    model = GPT(GPTConfig(vocab_size=V, block_size=block, n_layer=L, n_head=H, n_embd=C,
+                          dtype=dtype, **kw), seed=seed)
+    if perturb:  # larger weights than the 0.02 init so every path matters numerically
+        rng = np.random.default_rng(seed + 1)
+        for arr in model.params.values():
+            arr += perturb * rng.standard_normal(arr.shape)
+    return model
+
+
+configs = st.fixed_dictionaries({
+    "V": st.integers(2, 9), "block": st.integers(2, 7), "L": st.integers(1, 2), "H": st.integers(1, 2),
+    "hd": st.integers(1, 3), "seed": st.integers(0, 1000), "bias": st.booleans(), "tie": st.booleans()})
+
+
+def from_spec(s, **kw):
+    return make(V=s["V"], block=s["block"], L=s["L"], H=s["H"], C=s["H"] * s["hd"], seed=s["seed"],
+                bias=s["bias"], tie_weights=s["tie"], perturb=0.3, **kw)
+
+
+# ----------------------------------------------------------------------------- config
+def test_config_validation_names_the_value():
+    with pytest.raises(InputError, match="n_embd=10 is not divisible by n_head=3"):
+        GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=3, n_embd=10)
+    with pytest.raises(InputError, match="float16"):
+        GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=1, n_embd=4, dtype="float16")
+    with pytest.raises(InputError, match="block_size must be >= 1, got 0"):
+        GPTConfig(vocab_size=5, block_size=0, n_layer=1, n_head=1, n_embd=4)
+    with pytest.raises(InputError, match="dropout"):
+        GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=1, n_embd=4, dropout=1.0)
+    with pytest.raises(InputError, match="integer"):
+        GPTConfig(vocab_size=5.5, block_size=4, n_layer=1, n_head=1, n_embd=4)
+    with pytest.raises(InputError, match="unknown preset"):
+        GPTConfig.preset("gpt5")
+
+
+def test_config_round_trip_and_frozen():
+    cfg = GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=2, n_embd=4, dtype="float64", bias=False)
+    assert GPTConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+    with pytest.raises(AttributeError):
+        cfg.n_layer = 3
+    with pytest.raises(InputError, match="unknown GPTConfig field"):
+        GPTConfig.from_dict({**cfg.to_dict(), "n_ctx": 3})
+
+
+def test_param_counts_gpt3_reproduces_published_figures():
+    df = GPTConfig.preset("gpt3").param_counts().set_index("category")
+    assert df.loc["embedding W_E", "params"] == 50257 * 12288 == 617_558_016
+    assert df.loc["query W_Q", "params"] == 96 * (12288 ** 2 + 12288)
+    total = df.loc["total", "params"]
+    assert 174e9 < total < 176e9  # "175B"
+    assert df.loc["unembedding W_U", "params"] == 0  # tied
+
+
+def test_param_counts_gpt2_small_is_124m():
+    assert GPTConfig.preset("gpt2-small").n_params() == 124_439_808
+
+
+@settings(max_examples=20)
+@given(spec=configs)
+def test_param_counts_match_allocated_model(spec):
+    model = from_spec(spec)
+    df = model.config.param_counts()
+    assert df["params"].iloc[-1] == model.n_params() == model.config.n_params()
+
+
+# ----------------------------------------------------------------------------- parameters
+def test_params_and_grads_are_views_into_one_flat_buffer():
+    model = make(dtype="float32")
+    for name, arr in model.params.items():
+        assert np.shares_memory(arr, model.flat_params_), name
+        assert arr.ctypes.data % 64 == 0, name
+    _, grads = model.loss_and_grads(np.zeros((1, 4), dtype=int))
+    assert list(grads) == list(model.params)
+    for name, g in grads.items():
+        assert np.shares_memory(g, model.flat_grads_) and g.shape == model.params[name].shape
+    model.flat_params_[:] = 0.0
+    assert all((a == 0).all() for a in model.params.values())
+
+
+def test_initialization_gpt2_style_and_seeded():
+    model = make(V=500, block=64, L=4, H=4, C=64, dtype="float64")
+    p = model.params
+    assert abs(p["wte"].std() - 0.02) < 0.002
+    assert abs(p["h.0.mlp.c_proj.w"].std() - 0.02 / np.sqrt(8)) < 0.001
+    assert (p["h.1.ln_1.g"] == 1).all() and (p["h.1.attn.c_attn.b"] == 0).all()
+    same = make(V=500, block=64, L=4, H=4, C=64, dtype="float32")
+    np.testing.assert_allclose(same.flat_params_, model.flat_params_, atol=1e-8)
+    other = make(V=500, block=64, L=4, H=4, C=64, seed=1)
+    assert not np.allclose(other.params["wte"], p["wte"])
+    assert "lm_head.w" in make(tie_weights=False).params
+    assert not any(n.endswith(".b") for n in make(bias=False).params)
+
+
+# ----------------------------------------------------------------------------- contract
+@settings(max_examples=20)
+@given(spec=configs, data=st.data())
+def test_rows_are_distributions_and_batched_equals_unbatched(spec, data):
+    model = from_spec(spec)
+    T = data.draw(st.integers(1, spec["block"]))
+    ids = np.random.default_rng(spec["seed"]).integers(0, spec["V"], (3, T))
+    batched = model.logprobs(ids)
+    assert batched.shape == (3, T, spec["V"])
+    np.testing.assert_allclose(np.exp(batched).sum(-1), 1.0, atol=1e-12)
+    for b in range(3):
+        np.testing.assert_allclose(model.logprobs(ids[b]), batched[b], atol=1e-12)
+    tok = model.token_logprobs(np.concatenate([ids, ids[:, :1]], axis=1))
+    full = model.logprobs(np.concatenate([ids, ids[:, :1]], axis=1)[:, :-1])
+    picked = np.take_along_axis(full, np.concatenate([ids[:, 1:], ids[:, :1]], axis=1)[..., None], -1)[..., 0]
+    np.testing.assert_allclose(tok, picked, atol=1e-12)
+
+
+@settings(max_examples=20)
+@given(spec=configs, data=st.data())
+def test_causality(spec, data):
+    model = from_spec(spec)
+    T = spec["block"]
+    t = data.draw(st.integers(0, T - 1))
+    rng = np.random.default_rng(spec["seed"])
+    ids = rng.integers(0, spec["V"], T)
+    changed = ids.copy()
+    changed[t:] = rng.integers(0, spec["V"], T - t)
+    np.testing.assert_allclose(model.logprobs(ids)[:t], model.logprobs(changed)[:t], atol=1e-13)
+
+
+@settings(max_examples=15)
+@given(spec=configs, data=st.data())
+def test_right_padded_ragged_batch_equals_unpadded(spec, data):
+    model = from_spec(spec)
+    T = spec["block"]
+    rng = np.random.default_rng(spec["seed"])
+    lengths = data.draw(st.lists(st.integers(1, T), min_size=1, max_size=3))
+    seqs = [rng.integers(0, spec["V"], n) for n in lengths]
+    padded = np.zeros((len(seqs), max(lengths)), dtype=np.int64)
+    for i, s in enumerate(seqs):
+        padded[i, :len(s)] = s
+    out = model.logprobs(padded)
+    for i, s in enumerate(seqs):
+        np.testing.assert_allclose(out[i, :len(s)], model.logprobs(s), atol=1e-12)
+
+
+@settings(max_examples=15)
+@given(spec=configs, data=st.data())
+def test_cached_equals_uncached_including_past_block_size(spec, data):
+    model = from_spec(spec)
+    block = spec["block"]
+    n = data.draw(st.integers(1, 2 * block + 2))
+    split = data.draw(st.integers(1, n))
+    ids = np.random.default_rng(spec["seed"]).integers(0, spec["V"], n)
+    full = model.logprobs(ids, stride=1)  # every row with as much context as fits
+    state = model.start(ids[:split])
+    np.testing.assert_allclose(state.logprobs, full[split - 1], atol=1e-12)
+    for t in range(split, n):
+        state = model.step(state, int(ids[t]))
+        np.testing.assert_allclose(state.logprobs, full[t], atol=1e-12)
+    assert state.n_seen == n and len(state.ids) == min(n, block)
+
+
+def test_states_are_values():
+    model = make(perturb=0.3)
+    s0 = model.start([1, 2, 3])
+    before = s0.logprobs.copy()
+    a = model.step(s0, 4)
+    b = model.step(s0, 5)  # the slot after s0 is taken by a: b must not disturb a
+    a2 = model.step(a, 6)
+    np.testing.assert_array_equal(s0.logprobs, before)
+    np.testing.assert_allclose(a.logprobs, model.logprobs([1, 2, 3, 4])[-1], atol=1e-12)
+    np.testing.assert_allclose(b.logprobs, model.logprobs([1, 2, 3, 5])[-1], atol=1e-12)
+    np.testing.assert_allclose(a2.logprobs, model.logprobs([1, 2, 3, 4, 6])[-1], atol=1e-12)
+    assert a.ids == (1, 2, 3, 4) and b.ids == (1, 2, 3, 5)
+    with pytest.raises(ValueError):
+        s0.logprobs[0] = 0.0
+
+
+# ----------------------------------------------------------------------------- sliding window
+@settings(max_examples=15)
+@given(spec=configs, data=st.data())
+def test_sliding_window_scores_every_token_once(spec, data):
+    model = from_spec(spec)
+    block = spec["block"]
+    n = data.draw(st.integers(block + 1, 3 * block + 1))
+    stride = data.draw(st.integers(1, block))
+    ids = np.random.default_rng(spec["seed"]).integers(0, spec["V"], n)
+    got = model.logprobs(ids, stride=stride)
+    expected, done = [model.logprobs(ids[:block])], block  # reference: windows spelled out
+    while done < n:
+        end = min(done + stride, n)
+        expected.append(model.logprobs(ids[end - block:end])[done - (end - block):])
+        done = end
+    np.testing.assert_allclose(got, np.concatenate(expected), atol=1e-12)
+    tok = model.token_logprobs(ids, stride=stride)
+    assert tok.shape == (n - 1,)
+    rows = model.logprobs(ids[:-1], stride=stride)  # token_logprobs slides over the n-1 inputs
+    np.testing.assert_allclose(tok, rows[np.arange(n - 1), ids[1:]], atol=1e-12)
+
+
+def test_logits_refuse_too_long_and_bad_stride():
+    model = make()
+    with pytest.raises(ContextLengthError, match="9 positions exceed block_size=8"):
+        model.logits(np.zeros(9, dtype=int))
+    with pytest.raises(ContextLengthError):
+        model.run_with_cache(np.zeros(9, dtype=int))
+    with pytest.raises(ContextLengthError):
+        model.loss_and_grads(np.zeros((1, 10), dtype=int))
+    with pytest.raises(InputError, match="stride"):
+        model.logprobs(np.zeros(20, dtype=int), stride=0)
+    with pytest.raises(InputError, match="stride"):
+        model.logprobs(np.zeros(20, dtype=int), stride=9)
+
+
+# ----------------------------------------------------------------------------- gradients
+def _check_model_grads(model, batch, mask=None, rng_seed=None, per_param=4, tol=1e-6):
+    rngf = (lambda: np.random.default_rng(rng_seed)) if rng_seed is not None else (lambda: None)
+    loss, grads = model.loss_and_grads(batch, mask=mask, rng=rngf())
+    grads = {k: v.copy() for k, v in grads.items()}
+    pick = np.random.default_rng(0)
+    for name, arr in model.params.items():
+        flat = arr.reshape(-1)
+        for i in pick.choice(flat.size, size=min(per_param, flat.size), replace=False):
+            old = flat[i]
+            flat[i] = old + 1e-6
+            hi = model.loss_and_grads(batch, mask=mask, rng=rngf())[0]
+            flat[i] = old - 1e-6
+            lo = model.loss_and_grads(batch, mask=mask, rng=rngf())[0]
+            flat[i] = old
+            fd = (hi - lo) / 2e-6
+            assert abs(fd - grads[name].reshape(-1)[i]) < tol * max(1.0, abs(fd)), (name, i)
+    return loss
+
+
+@settings(max_examples=12)
+@given(spec=configs, B=st.integers(1, 2), data=st.data())
+def test_loss_and_grads_match_finite_differences(spec, B, data):
+    model = from_spec(spec)
+    T = data.draw(st.integers(1, spec["block"]))
+    rng = np.random.default_rng(spec["seed"])
+    batch = rng.integers(0, spec["V"], (B, T + 1))
+    mask = rng.random((B, T)) > 0.3 if data.draw(st.booleans()) else None
+    loss = _check_model_grads(model, batch, mask)
+    nll = -model.token_logprobs(batch)
+    w = np.ones_like(nll) if mask is None else mask.astype(float)
+    assert loss == pytest.approx((nll * w).sum() / max(w.sum(), 1), abs=1e-12)
+
+
+def test_loss_and_grads_with_dropout_match_finite_differences():
+    model = make(perturb=0.3, dropout=0.2)
+    batch = np.random.default_rng(3).integers(0, 13, (2, 7))
+    with_drop = _check_model_grads(model, batch, rng_seed=7)
+    assert with_drop != pytest.approx(model.loss_and_grads(batch)[0])  # rng=None: no dropout
+
+
+def test_gradients_match_pytorch_autograd_fixture():
+    z = np.load(FIXTURES / "torch_grads.npz")
+    model = GPT(GPTConfig.from_dict(json.loads(str(z["config"]))))
+    model.load_params({k[len("param/"):]: z[k] for k in z.files if k.startswith("param/")})
+    loss, grads = model.loss_and_grads(z["batch"], mask=z["mask"])
+    assert loss == pytest.approx(float(z["loss"]), abs=1e-12)
+    names = [k[len("grad/"):] for k in z.files if k.startswith("grad/")]
+    assert sorted(names) == sorted(model.params)
+    for name in names:
+        np.testing.assert_allclose(grads[name], z[f"grad/{name}"], atol=1e-12, err_msg=name)
+
+
+def test_float32_loss_close_to_float64():
+    batch = np.random.default_rng(0).integers(0, 13, (2, 9))
+    l64, g64 = make(perturb=0.0).loss_and_grads(batch)
+    l32, g32 = make(perturb=0.0, dtype="float32").loss_and_grads(batch)
+    assert l32 == pytest.approx(l64, rel=1e-5)
+    np.testing.assert_allclose(g32["wte"], g64["wte"], atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- analysis
+def test_run_with_cache_shapes_and_logit_lens():
+    model = make(perturb=0.3)
+    ids = np.array([1, 4, 2, 7, 3])
+    out = model.run_with_cache(ids)
+    assert out.attn.shape == (2, 2, 5, 5) and out.resid.shape == (3, 5, 8)
+    np.testing.assert_allclose(out.attn.sum(-1), 1.0, atol=1e-12)
+    assert np.allclose(np.triu(out.attn, k=1), 0.0)
+    np.testing.assert_allclose(out.logits, model.logits(ids), atol=1e-12)
+    np.testing.assert_allclose(model.unembed(out.resid[-1]), out.logits, atol=1e-12)
+    batched = model.run_with_cache(np.stack([ids, ids]))
+    assert batched.attn.shape == (2, 2, 2, 5, 5)
+    np.testing.assert_allclose(batched.resid[1], out.resid, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- vocab, bad input
+def test_vocab_defaults_and_tokenizer():
+    model = make(V=5)
+    assert len(model.vocab) == 5 and model.vocab.bos_id is None and model.tokenizer is None
+    g = GPT(GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=1, n_embd=4), bos_id=4, eos_id=4)
+    assert g.vocab.bos_id == g.vocab.eos_id == 4
+    from seqprob.tokenizers import CharTokenizer
+    tok = CharTokenizer.fit(["abc"])
+    g2 = GPT(GPTConfig(vocab_size=len(tok.vocab), block_size=4, n_layer=1, n_head=1, n_embd=4))
+    g2.tokenizer = tok
+    assert g2.vocab is tok.vocab
+    with pytest.raises(InputError, match="vocabulary has"):
+        make(V=5).tokenizer = tok
+    with pytest.raises(InputError, match="vocabulary has"):
+        GPT(GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=1, n_embd=4), vocab=Vocab.build(["a"]))
+
+
+@pytest.mark.parametrize("bad, error, text", [
+    ([1, 13], TokenIdError, "token id 13 out of range"),
+    ([-1, 2], TokenIdError, "token id -1"),
+    ([], InputError, "empty"),
+    ([1.5, 2.0], InputError, "integers"),
+])
+def test_bad_ids_raise_clear_errors(bad, error, text):
+    model = make()
+    for call in (model.logprobs, model.logits, model.start):
+        with pytest.raises(error, match=text):
+            call(np.asarray(bad))
+    with pytest.raises(SeqProbError):
+        model.loss_and_grads(np.asarray([bad, bad]))
+    state = model.start([1])
+    with pytest.raises(TokenIdError):
+        model.step(state, 13)
+
+
+def test_nan_weights_are_named():
+    model = make()
+    model.params["h.1.mlp.c_fc.w"][2, 3] = np.nan
+    with pytest.raises(InputError, match=r"'h.1.mlp.c_fc.w'.*index \(2, 3\)"):
+        model.logprobs([1, 2])
+    with pytest.raises(InputError, match="h.1.mlp.c_fc.w"):
+        model.start([1, 2])
+    loss, _ = model.loss_and_grads([[1, 2, 3]])
+    assert np.isnan(loss)  # returned as is: the training loop names the step
+
+
+def test_bad_mask_and_state():
+    model = make()
+    with pytest.raises(InputError, match="mask"):
+        model.loss_and_grads(np.zeros((2, 5), dtype=int), mask=np.ones((2, 5), bool))
+    with pytest.raises(InputError, match="state"):
+        model.step(object(), 1)

@@ -1,0 +1,178 @@
+"""GPT-2 import from Hugging Face checkpoints and the numpy safetensors reader/writer.
+
+The fixtures in tests/fixtures/hf_gpt2/ were written by tests/fixtures/make_hf_gpt2.py with
+transformers' GPT2LMHeadModel; no network, no torch needed here.
+"""
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seqprob.errors import CheckpointError, InputError, SeqProbFileError
+from seqprob.gpt import GPT
+from seqprob.gpt.safetensors import load_file, read_header, save_file
+
+HF = Path(__file__).parent / "fixtures" / "hf_gpt2"
+VARIANTS = ["tiny", "hub", "untied_bool", "bf16"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype, tol", [("float32", 1e-4), ("float64", 1e-9)])
+def test_logits_match_transformers(variant, dtype, tol):
+    folder = HF / variant
+    model = GPT.from_hf(folder, dtype=dtype)
+    ids = np.load(folder / "ids.npy")
+    ref = np.load(folder / ("logits_f32.npy" if dtype == "float32" else "logits_f64.npy"))
+    got = model.logits(ids)
+    assert got.dtype == np.dtype(dtype)
+    assert np.abs(got - ref).max() < tol
+    lp = model.logprobs(ids)
+    ref_lp = ref - np.log(np.exp(ref - ref.max(-1, keepdims=True)).sum(-1, keepdims=True)) - ref.max(-1, keepdims=True)
+    assert np.abs(lp - ref_lp).max() < 2 * tol
+
+
+def test_config_and_vocab_from_hf():
+    model = GPT.from_hf(HF / "untied_bool")
+    cfg = model.config
+    assert (cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.block_size, cfg.vocab_size) == (3, 4, 16, 10, 37)
+    assert not cfg.tie_weights and cfg.layer_norm_epsilon == 1e-6 and "lm_head.w" in model.params
+    assert model.vocab.bos_id == model.vocab.eos_id == 36
+    tied = GPT.from_hf(HF / "tiny" / "model.safetensors")  # the file itself, config.json beside it
+    assert tied.config.tie_weights and "lm_head.w" not in tied.params
+
+
+def test_cached_sampling_matches_hf_logits():
+    folder = HF / "tiny"
+    model = GPT.from_hf(folder, dtype="float64")
+    ids = np.load(folder / "ids.npy")[0]
+    ref = np.load(folder / "logits_f64.npy")[0]
+    state = model.start(ids[:3])
+    for t in range(3, len(ids)):
+        state = model.step(state, int(ids[t]))
+        expected = ref[t] - np.log(np.exp(ref[t] - ref[t].max()).sum()) - ref[t].max()
+        assert np.abs(state.logprobs - expected).max() < 1e-9
+
+
+def _copy(tmp_path, variant="tiny") -> Path:
+    dst = tmp_path / variant
+    shutil.copytree(HF / variant, dst)
+    return dst
+
+
+@pytest.mark.parametrize("option", ["scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"])
+def test_unsupported_options_are_refused(tmp_path, option):
+    folder = _copy(tmp_path)
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg[option] = True
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match=option):
+        GPT.from_hf(folder)
+
+
+@pytest.mark.parametrize("change, text", [
+    ({"activation_function": "relu"}, "relu"),
+    ({"n_inner": 7}, "n_inner=7"),
+    ({"model_type": "llama"}, "llama"),
+    ({"n_head": 3}, "not divisible"),
+])
+def test_bad_configs_are_refused(tmp_path, change, text):
+    folder = _copy(tmp_path)
+    cfg = {**json.loads((folder / "config.json").read_text()), **change}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match=text):
+        GPT.from_hf(folder)
+
+
+def test_truncated_and_mismatched_files(tmp_path):
+    folder = _copy(tmp_path)
+    path = folder / "model.safetensors"
+    data = path.read_bytes()
+    path.write_bytes(data[:-100])
+    with pytest.raises(CheckpointError, match="truncated"):
+        GPT.from_hf(folder)
+    path.write_bytes(data[:5])
+    with pytest.raises(CheckpointError, match="truncated"):
+        GPT.from_hf(folder)
+    path.write_bytes(struct.pack("<Q", 10**9) + data[8:])
+    with pytest.raises(CheckpointError, match="header length"):
+        GPT.from_hf(folder)
+    tensors = load_file(HF / "tiny" / "model.safetensors")
+    del tensors["transformer.h.1.mlp.c_fc.bias"]
+    save_file(tensors, path)
+    with pytest.raises(CheckpointError, match="h.1.mlp.c_fc.b"):
+        GPT.from_hf(folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, "n_embd": 32, "n_head": 2}))
+    with pytest.raises(CheckpointError):
+        GPT.from_hf(folder)
+
+
+def test_missing_files(tmp_path):
+    with pytest.raises(SeqProbFileError):
+        GPT.from_hf(tmp_path / "nope")
+    (tmp_path / "config.json").write_text(json.dumps(json.loads((HF / "tiny" / "config.json").read_text())))
+    with pytest.raises(SeqProbFileError, match="no model.safetensors"):
+        GPT.from_hf(tmp_path)
+
+
+def test_nan_weights_refused(tmp_path):
+    folder = _copy(tmp_path)
+    tensors = load_file(folder / "model.safetensors")
+    tensors["transformer.wpe.weight"][0, 0] = np.nan
+    save_file(tensors, folder / "model.safetensors")
+    with pytest.raises(CheckpointError, match="wpe"):
+        GPT.from_hf(folder)
+
+
+def test_tokenizer_vocab_size_checked():
+    from seqprob.tokenizers import CharTokenizer
+    with pytest.raises(InputError, match="vocabulary has"):
+        GPT.from_hf(HF / "tiny", tokenizer=CharTokenizer.fit(["ab"]))
+
+
+# ----------------------------------------------------------------------------- safetensors
+dtypes = st.sampled_from(["float32", "float64", "float16", "int64", "int32", "uint8", "bool", "int8"])
+
+
+@settings(max_examples=25)
+@given(spec=st.lists(st.tuples(dtypes, st.lists(st.integers(0, 4), max_size=3)), min_size=1, max_size=4),
+       seed=st.integers(0, 100))
+def test_safetensors_round_trip(tmp_path_factory, spec, seed):
+    rng = np.random.default_rng(seed)
+    tensors = {f"t{i}": (rng.standard_normal(shape) * 5).astype(dt) for i, (dt, shape) in enumerate(spec)}
+    path = tmp_path_factory.mktemp("st") / "x.safetensors"
+    save_file(tensors, path, metadata={"format": "np"})
+    back = load_file(path)
+    assert list(back) == list(tensors)
+    for k, v in tensors.items():
+        assert back[k].dtype == v.dtype and back[k].shape == v.shape
+        np.testing.assert_array_equal(back[k], v)
+    header, start = read_header(path)
+    assert header["__metadata__"] == {"format": "np"} and start % 8 == 0
+
+
+def test_bf16_is_decoded_to_float32(tmp_path):
+    values = np.array([1.0, -2.5, 0.15625, 3.0e38], dtype=np.float32)
+    raw = (values.view(np.uint32) >> 16).astype("<u2").tobytes()
+    header = json.dumps({"x": {"dtype": "BF16", "shape": [4], "data_offsets": [0, len(raw)]}}).encode()
+    path = tmp_path / "b.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header + raw)
+    out = load_file(path)["x"]
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, values, rtol=1e-2)
+
+
+def test_unknown_dtype_and_bad_header(tmp_path):
+    header = json.dumps({"x": {"dtype": "F8_E4M3", "shape": [1], "data_offsets": [0, 1]}}).encode()
+    path = tmp_path / "c.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0")
+    with pytest.raises(CheckpointError, match="F8_E4M3"):
+        load_file(path)
+    path.write_bytes(struct.pack("<Q", 3) + b"{x}")
+    with pytest.raises(CheckpointError, match="malformed"):
+        load_file(path)

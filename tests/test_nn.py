@@ -1,0 +1,172 @@
+"""Every layer's hand-written backward against float64 central finite differences."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seqprob import nn
+
+EPS = 1e-6
+
+
+def numgrad(f, x):
+    """Central finite differences of the scalar f() with respect to every entry of x."""
+    g = np.zeros_like(x)
+    for idx in np.ndindex(x.shape):
+        old = x[idx]
+        x[idx] = old + EPS
+        hi = f()
+        x[idx] = old - EPS
+        lo = f()
+        x[idx] = old
+        g[idx] = (hi - lo) / (2 * EPS)
+    return g
+
+
+def close(a, b, tol=1e-6):
+    np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+shapes = st.tuples(st.integers(1, 3), st.integers(1, 4), st.integers(1, 5))
+seeds = st.integers(0, 2**16)
+
+
+@settings(max_examples=15)
+@given(shape=shapes, n_out=st.integers(1, 4), bias=st.booleans(), seed=seeds)
+def test_linear_backward(shape, n_out, bias, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape)
+    W = rng.standard_normal((shape[-1], n_out))
+    b = rng.standard_normal(n_out) if bias else None
+    R = rng.standard_normal(shape[:-1] + (n_out,))
+    f = lambda: float((nn.linear_forward(x, W, b)[0] * R).sum())  # noqa: E731
+    y, cache = nn.linear_forward(x, W, b)
+    close(y, x @ W + (0 if b is None else b))
+    dx, dW, db = nn.linear_backward(R, cache)
+    close(dx, numgrad(f, x))
+    close(dW, numgrad(f, W))
+    if bias:
+        close(db, numgrad(f, b))
+    else:
+        assert db is None
+
+
+@settings(max_examples=15)
+@given(shape=st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(2, 6)), bias=st.booleans(), seed=seeds)
+def test_layer_norm_backward(shape, bias, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape) * 3 + 1
+    g = rng.standard_normal(shape[-1])
+    b = rng.standard_normal(shape[-1]) if bias else None
+    R = rng.standard_normal(shape)
+    f = lambda: float((nn.layer_norm_forward(x, g, b)[0] * R).sum())  # noqa: E731
+    y, cache = nn.layer_norm_forward(x, g, b)
+    ref = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * g + (0 if b is None else b)
+    close(y, ref, 1e-12)
+    dx, dg, db = nn.layer_norm_backward(R, cache)
+    close(dx, numgrad(f, x), 1e-5)
+    close(dg, numgrad(f, g), 1e-5)
+    if bias:
+        close(db, numgrad(f, b), 1e-5)
+
+
+@settings(max_examples=15)
+@given(shape=shapes, seed=seeds)
+def test_gelu_backward(shape, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape) * 2
+    R = rng.standard_normal(shape)
+    f = lambda: float((nn.gelu_forward(x)[0] * R).sum())  # noqa: E731
+    y, cache = nn.gelu_forward(x)
+    close(y, 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))), 1e-12)
+    close(nn.gelu_backward(R, cache), numgrad(f, x))
+
+
+def test_gelu_in_place_matches():
+    x = np.linspace(-4, 4, 17)
+    expected = nn.gelu_forward(x)[0]
+    y = x.copy()
+    nn.gelu_forward(y, out=y)
+    close(y, expected, 1e-14)
+
+
+def _attention_ref(qkv, H):
+    B, T, C3 = qkv.shape
+    C = C3 // 3
+    hd = C // H
+    q, k, v = (qkv[..., i * C:(i + 1) * C].reshape(B, T, H, hd).transpose(0, 2, 1, 3) for i in range(3))
+    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(hd)
+    s = np.where(np.tril(np.ones((T, T), bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    return (p @ v).transpose(0, 2, 1, 3).reshape(B, T, C)
+
+
+@settings(max_examples=15)
+@given(B=st.integers(1, 2), T=st.integers(1, 5), H=st.integers(1, 3), hd=st.integers(1, 3), seed=seeds)
+def test_attention_backward(B, T, H, hd, seed):
+    rng = np.random.default_rng(seed)
+    qkv = rng.standard_normal((B, T, 3 * H * hd))
+    R = rng.standard_normal((B, T, H * hd))
+    y, cache = nn.attention_forward(qkv, H)
+    close(y, _attention_ref(qkv, H), 1e-12)
+    f = lambda: float((nn.attention_forward(qkv, H)[0] * R).sum())  # noqa: E731
+    close(nn.attention_backward(R, cache), numgrad(f, qkv))
+
+
+def test_attention_is_causal():
+    rng = np.random.default_rng(0)
+    qkv = rng.standard_normal((1, 6, 12))
+    y1 = nn.attention_forward(qkv, 2)[0]
+    qkv[0, 4:] += 10.0
+    y2 = nn.attention_forward(qkv, 2)[0]
+    close(y1[0, :4], y2[0, :4], 1e-14)
+
+
+@settings(max_examples=15)
+@given(N=st.integers(1, 6), V=st.integers(2, 7), masked=st.booleans(), seed=seeds)
+def test_cross_entropy_backward(N, V, masked, seed):
+    rng = np.random.default_rng(seed)
+    logits = rng.standard_normal((N, V)) * 3
+    targets = rng.integers(0, V, N)
+    mask = rng.random(N) > 0.3 if masked else None
+    loss, cache = nn.cross_entropy_forward(logits, targets, mask)
+    logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    w = np.ones(N) if mask is None else mask.astype(float)
+    assert loss == pytest.approx(-(logp[np.arange(N), targets] * w).sum() / max(w.sum(), 1), abs=1e-12)
+    f = lambda: nn.cross_entropy_forward(logits, targets, mask)[0]  # noqa: E731
+    close(nn.cross_entropy_backward(cache), numgrad(f, logits))
+
+
+@settings(max_examples=10)
+@given(N=st.integers(1, 8), V=st.integers(1, 5), C=st.integers(1, 3), seed=seeds)
+def test_embedding_backward(N, V, C, seed):
+    rng = np.random.default_rng(seed)
+    W = rng.standard_normal((V, C))
+    ids = rng.integers(0, V, (1, N))
+    R = rng.standard_normal((1, N, C))
+    y, cache = nn.embedding_forward(ids, W)
+    close(y, W[ids], 0)
+    f = lambda: float((nn.embedding_forward(ids, W)[0] * R).sum())  # noqa: E731
+    close(nn.embedding_backward(R, cache), numgrad(f, W))
+
+
+def test_dropout_scales_and_masks():
+    x = np.ones((200, 50))
+    y, keep = nn.dropout_forward(x, 0.25, np.random.default_rng(0))
+    assert set(np.unique(y)) <= {0.0, 1 / 0.75}
+    assert abs((y == 0).mean() - 0.25) < 0.02
+    close(nn.dropout_backward(np.ones_like(x), keep), y, 0)
+    same, cache = nn.dropout_forward(x, 0.25, None)
+    assert same is x and cache is None
+
+
+def test_softmax_and_log_softmax_inplace():
+    rng = np.random.default_rng(1)
+    u = rng.standard_normal((3, 5)) * 50
+    ref = u - np.log(np.exp(u - u.max(-1, keepdims=True)).sum(-1, keepdims=True)) - u.max(-1, keepdims=True)
+    close(nn.log_softmax_inplace(u.copy()), ref, 1e-12)
+    p = nn.softmax_inplace(u.copy())
+    close(p.sum(-1), np.ones(3), 1e-12)
+    s = np.array([[0.0, -np.inf, -np.inf]])
+    close(nn.softmax_inplace(s), [[1.0, 0.0, 0.0]], 0)

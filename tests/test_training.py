@@ -1,0 +1,246 @@
+"""seqprob.training.train: history, determinism, exact resume, divergence, bad input."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from seqprob.errors import InputError, TokenIdError, TrainingDivergedError
+from seqprob.gpt import GPT, GPTConfig
+from seqprob.gpt.checkpoint import load_checkpoint
+from seqprob.optim import AdamW, cosine_schedule
+from seqprob.training import HISTORY_COLUMNS, _eval_windows, evaluate_loss, sample_windows, train
+
+CFG = GPTConfig(vocab_size=7, block_size=8, n_layer=1, n_head=2, n_embd=8)
+STREAM = (np.arange(300) * 3 + np.arange(300) // 5) % 7
+VAL = STREAM[::-1].copy()
+
+
+def kw(**extra):
+    return dict(dict(batch_size=4, lr=1e-2, seed=0, progress=False, warmup=2), **extra)
+
+
+def test_history_and_learning():
+    model = GPT(CFG, seed=0)
+    hist = train(model, STREAM, steps=30, val_ids=VAL, eval_every=10, **kw())
+    assert list(hist.columns) == HISTORY_COLUMNS
+    assert hist.step.tolist() == list(range(1, 31))
+    assert hist.tokens_seen.tolist() == [s * 4 * 8 for s in range(1, 31)]
+    np.testing.assert_allclose(hist.lr, cosine_schedule(np.arange(30), 1e-2, 2, 30, 1e-3))
+    assert hist.train_loss.iloc[-5:].mean() < hist.train_loss.iloc[:5].mean()
+    assert hist.val_loss.notna().tolist() == [s % 10 == 0 for s in range(1, 31)]
+    assert hist.seconds.is_monotonic_increasing
+    windows = _eval_windows(VAL, 8, 64)
+    assert hist.val_loss.iloc[-1] == pytest.approx(evaluate_loss(model, windows, 4), rel=1e-6)
+
+
+def test_same_seed_same_run_other_seed_other_run():
+    runs = []
+    for seed in (0, 0, 1):
+        model = GPT(CFG, seed=0)
+        hist = train(model, STREAM, steps=5, **kw(seed=seed))
+        runs.append((model.flat_params_.copy(), hist.train_loss.to_numpy()))
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+    assert not np.array_equal(runs[0][1], runs[2][1])
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_resume_continues_exactly(tmp_path, dtype, dropout):
+    cfg = CFG.replace(dtype=dtype, dropout=dropout)
+    args = dict(steps=8, val_ids=VAL, eval_every=3, **kw(seed=5))
+    full = GPT(cfg, seed=1)
+    hist_full = train(full, STREAM, **args)
+
+    first = GPT(cfg, seed=1)
+    train(first, STREAM, checkpoint=tmp_path / "ck", stop_at=4, **args)
+    ckpt = load_checkpoint(tmp_path / "ck")
+    assert ckpt.extra["step"] == 4
+    resumed = ckpt.model
+    hist = train(resumed, STREAM, checkpoint=tmp_path / "ck", resume=True, **args)
+
+    np.testing.assert_array_equal(resumed.flat_params_, full.flat_params_)  # bitwise
+    cols = ["step", "lr", "train_loss", "val_loss", "tokens_seen"]
+    np.testing.assert_array_equal(hist[cols].to_numpy(), hist_full[cols].to_numpy())
+    assert load_checkpoint(tmp_path / "ck").extra["step"] == 8
+
+
+def test_resume_true_without_checkpoint_starts_fresh(tmp_path):
+    a, b = GPT(CFG), GPT(CFG)
+    train(a, STREAM, steps=3, **kw())
+    train(b, STREAM, steps=3, checkpoint=tmp_path / "new", resume=True, **kw())
+    np.testing.assert_array_equal(a.flat_params_, b.flat_params_)
+    with pytest.raises(InputError, match="checkpoint"):
+        train(GPT(CFG), STREAM, steps=3, resume=True, **kw())
+
+
+def test_resume_from_model_save_is_refused(tmp_path):
+    from seqprob.gpt.checkpoint import save_checkpoint
+    save_checkpoint(GPT(CFG), tmp_path / "m")
+    with pytest.raises(InputError, match="no optimizer"):
+        train(GPT(CFG), STREAM, steps=3, resume=tmp_path / "m", **kw())
+
+
+class FlakyGPT(GPT):
+    """Returns a NaN loss on call number ``nan_at`` (1-based)."""
+
+    nan_at = 5
+
+    def loss_and_grads(self, batch, mask=None, rng=None):
+        self.calls = getattr(self, "calls", 0) + 1
+        loss, grads = super().loss_and_grads(batch, mask=mask, rng=rng)
+        return (math.nan if self.calls == self.nan_at else loss), grads
+
+
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
+    model = FlakyGPT(CFG, seed=0)
+    with pytest.raises(TrainingDivergedError, match="step 5") as info:
+        train(model, STREAM, steps=10, checkpoint=tmp_path / "ck", checkpoint_every=3, **kw())
+    err = info.value
+    assert err.step == 5 and math.isnan(err.loss)
+    assert "step 3" in str(err) and len(err.history) == 4
+    good = GPT(CFG, seed=0)
+    train(good, STREAM, steps=10, stop_at=4, **kw())
+    np.testing.assert_array_equal(model.flat_params_, good.flat_params_)  # step 5 not applied
+    assert load_checkpoint(tmp_path / "ck").extra["step"] == 3
+
+
+def test_nan_gradient_stops():
+    class NanGrad(GPT):
+        def loss_and_grads(self, batch, mask=None, rng=None):
+            loss, grads = super().loss_and_grads(batch, mask=mask, rng=rng)
+            grads["wpe"][0, 0] = np.inf
+            return loss, grads
+
+    with pytest.raises(TrainingDivergedError, match="step 1: the gradient norm is"):
+        train(NanGrad(CFG), STREAM, steps=3, **kw())
+
+
+def test_custom_optimizer_and_no_clip():
+    model = GPT(CFG)
+    opt = AdamW(model.params, lr=123.0, weight_decay=0.0)
+    train(model, STREAM, steps=3, optimizer=opt, grad_clip=None, **kw())
+    assert opt.t == 3 and opt.lr == pytest.approx(cosine_schedule(2, 1e-2, 2, 3, 1e-3))
+
+
+def test_bad_input():
+    model = GPT(CFG)
+    with pytest.raises(InputError, match="8 tokens.*at least 9"):
+        train(model, STREAM[:8], steps=2, **kw())
+    assert train(model, STREAM[:8], steps=2, block_size=4, **kw()).shape[0] == 2
+    with pytest.raises(TokenIdError, match="7"):
+        train(model, np.append(STREAM, 7), steps=2, **kw())
+    with pytest.raises(InputError, match="block_size=9 exceeds"):
+        train(model, STREAM, steps=2, block_size=9, **kw())
+    with pytest.raises(InputError, match="steps"):
+        train(model, STREAM, steps=0, **kw())
+    with pytest.raises(InputError, match="stop_at"):
+        train(model, STREAM, steps=2, stop_at=3, **kw())
+    with pytest.raises(InputError, match="1-D"):
+        train(model, STREAM.reshape(2, -1), steps=2, **kw())
+    with pytest.raises(InputError, match="grad_clip"):
+        train(model, STREAM, steps=2, grad_clip=0.0, **kw())
+    with pytest.raises(InputError, match="warmup"):
+        train(model, STREAM, steps=2, **kw(warmup=5))
+
+
+@given(n=st.integers(2, 60), block=st.integers(1, 10), batch=st.integers(1, 6), seed=st.integers(0, 99))
+def test_sample_windows_are_contiguous_slices(n, block, batch, seed):
+    if n < block + 1:
+        return
+    ids = np.arange(n) * 10
+    windows = sample_windows(ids, batch, block, np.random.default_rng(seed))
+    assert windows.shape == (batch, block + 1)
+    assert np.all(np.diff(windows, axis=1) == 10)  # consecutive positions of the stream
+    assert windows.min() >= 0 and windows.max() <= ids[-1]
+
+
+@given(n=st.integers(2, 80), block=st.integers(1, 10), cap=st.integers(1, 20))
+def test_eval_windows_score_each_target_at_most_once(n, block, cap):
+    ids = np.arange(n)
+    windows = _eval_windows(ids, block, cap)
+    targets = windows[:, 1:].ravel()
+    assert len(np.unique(targets)) == len(targets)
+    assert len(windows) <= max(cap, 1)
+    if n > block:
+        assert windows.shape[1] == block + 1
+        assert len(windows) == min(cap, (n - 1) // block)
+
+
+# -- the ``seqprob train`` command --------------------------------------------------------------
+@pytest.fixture
+def corpus(tmp_path):
+    rng = np.random.default_rng(0)
+    words = "the cat dog sat ran on a mat".split()
+    lines = [" ".join(rng.choice(words, size=rng.integers(2, 6))) for _ in range(60)]
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+SMALL = ["--steps", "6", "--block-size", "16", "--n-embd", "16", "--n-layer", "1", "--n-head", "2",
+         "--batch-size", "4", "--no-progress", "--eval-every", "3"]
+
+
+@pytest.mark.parametrize("tokenizer", ["word", "char", "bpe:270"])
+def test_cli_train_writes_a_loadable_model(tmp_path, corpus, capsys, tokenizer):
+    from seqprob.cli import main
+
+    out = tmp_path / "model"
+    assert main(["train", str(corpus), "-o", str(out), "--tokenizer", tokenizer, *SMALL,
+                 "--format", "csv", "--history", str(tmp_path / "h.csv")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("step,lr,train_loss,val_loss") and len(printed) == 3
+    model = GPT.load(out)
+    assert model.tokenizer is not None and model.config.block_size == 16
+    assert model.config.vocab_size == len(model.tokenizer.vocab)
+    import pandas as pd
+    assert len(pd.read_csv(tmp_path / "h.csv")) == 6
+
+
+def test_cli_train_resume_continues(tmp_path, corpus):
+    from seqprob.cli import main
+
+    out = tmp_path / "a"
+    assert main(["train", str(corpus), "-o", str(out), *SMALL]) == 0
+    before = load_checkpoint(out)
+    assert before.extra["step"] == 6
+    assert main(["train", str(corpus), "-o", str(out), *SMALL, "--resume"]) == 0  # finished
+    np.testing.assert_array_equal(load_checkpoint(out).model.flat_params_, before.model.flat_params_)
+    longer = ["--steps", "9", *SMALL[2:]]
+    assert main(["train", str(corpus), "-o", str(out), *longer, "--resume"]) == 0
+    after = load_checkpoint(out)
+    assert after.extra["step"] == 9 and len(after.extra["history"]) == 9
+    assert after.optimizer_state["step"] == 9
+
+
+def test_cli_train_errors(tmp_path, corpus, capsys):
+    from seqprob.cli import main
+
+    assert main(["train", str(corpus), "-o", str(tmp_path / "m"), "--tokenizer", "sentencepiece",
+                 *SMALL]) == 2
+    assert "unknown --tokenizer 'sentencepiece'" in capsys.readouterr().err
+    assert main(["train", str(corpus), "-o", str(tmp_path / "m"), *SMALL[:2], "--block-size",
+                 "100000", "--no-progress"]) == 2
+    assert "block_size" in capsys.readouterr().err
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    assert main(["train", str(empty), "-o", str(tmp_path / "m"), *SMALL]) == 2
+    assert "no text" in capsys.readouterr().err
+
+
+@given(lines=st.lists(st.text("ab c", min_size=1, max_size=6), min_size=1, max_size=5))
+def test_token_stream_marks_every_sentence(lines):
+    from seqprob.cli.train import token_stream
+    from seqprob.tokenizers import CharTokenizer
+
+    lines = [ln for ln in lines if ln]
+    tok = CharTokenizer.fit(lines)
+    stream = token_stream(tok, lines, raw=False)
+    bos, eos = tok.vocab.bos_id, tok.vocab.eos_id
+    assert (stream == bos).sum() == len(lines) == (stream == eos).sum()
+    pieces = np.split(stream, np.flatnonzero(stream == eos) + 1)[:-1]
+    assert [tok.decode(p[1:-1]) for p in pieces] == lines
+    assert all(p[0] == bos for p in pieces)
