@@ -2,7 +2,8 @@
 
 Config "small" (n_layer 4, n_head 4, n_embd 256, block 256, vocab 4096), batch 8 x 256,
 float32, the same weights and batches on both sides, at 1 and 2 threads (each thread count in
-a fresh process; ``threadpoolctl`` for numpy's BLAS, ``torch.set_num_threads`` for torch).
+a fresh process; ``threadpoolctl`` for numpy's BLAS, ``torch.set_num_threads`` for torch);
+the two sides' steps are interleaved so that load from other processes hits both alike.
 PyTorch side: the same GPT-2 block written with manual attention, ``torch.optim.AdamW``
 (decay on the ``.w`` matrices, as seqprob), ``clip_grad_norm_(1.0)``.
 
@@ -93,7 +94,7 @@ def torch_model(params: dict, cfg: dict):
     return tp, loss_fn
 
 
-def run_torch(params, batches, cfg, lr, warmups, runs, threads):
+def torch_stepper(params, batches, cfg, lr, threads):
     import torch
 
     torch.set_num_threads(threads)
@@ -122,13 +123,11 @@ def run_torch(params, batches, cfg, lr, warmups, runs, threads):
             parts[k].append(v)
         losses.append(float(loss))
 
-    times = timed(step, warmups, runs)
-    return times, {k: statistics.median(v[warmups:]) for k, v in parts.items()}, losses, \
-        {k: v.detach().numpy().copy() for k, v in tp.items()}
+    return step, parts, losses, lambda: {k: v.detach().numpy().copy() for k, v in tp.items()}
 
 
 # ------------------------------------------------------------------------------- seqprob side
-def run_seqprob(model, batches, lr, warmups, runs):
+def seqprob_stepper(model, batches, lr):
     from seqprob.optim import AdamW, clip_grad_norm
 
     opt = AdamW(model.params, lr=lr, betas=(0.9, 0.99), weight_decay=0.1)
@@ -149,8 +148,7 @@ def run_seqprob(model, batches, lr, warmups, runs):
             parts[k].append(v)
         losses.append(float(loss))
 
-    times = timed(step, warmups, runs)
-    return times, {k: statistics.median(v[warmups:]) for k, v in parts.items()}, losses
+    return step, parts, losses
 
 
 def worker(threads: int, warmups: int, runs: int) -> dict:
@@ -166,9 +164,20 @@ def worker(threads: int, warmups: int, runs: int) -> dict:
         rng = np.random.default_rng(0)
         batches = [rng.integers(0, CONFIG["vocab_size"], size=(B, T + 1)) for _ in range(4)]
         lr = 1e-3
-        # same first-step loss on both sides, and the same weights after the run (sanity)
-        t_times, t_parts, t_losses, t_after = run_torch(params, batches, CONFIG, lr, warmups, runs, threads)
-        s_times, s_parts, s_losses = run_seqprob(model, batches, lr, warmups, runs)
+        t_step, t_parts, t_losses, t_weights = torch_stepper(params, batches, CONFIG, lr, threads)
+        s_step, s_parts, s_losses = seqprob_stepper(model, batches, lr)
+        # interleaved (s, t, t, s, ...) so that load from other processes hits both sides alike
+        s_times, t_times = [], []
+        for r in range(warmups + runs):
+            order = ((s_step, s_times), (t_step, t_times))
+            for fn, times in (order if r % 2 == 0 else order[::-1]):
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+        s_times, t_times = s_times[warmups:], t_times[warmups:]
+        t_parts = {k: statistics.median(v[warmups:]) for k, v in t_parts.items()}
+        s_parts = {k: statistics.median(v[warmups:]) for k, v in s_parts.items()}
+        t_after = t_weights()  # same batches, same steps: the weights must still agree
         drift = max(float(np.max(np.abs(model.params[k] - t_after[k]))) for k in t_after)
     flops = train_flops()
     return {"threads": threads, "peak_gflops": peak, "torch": stats(t_times), "seqprob": stats(s_times),

@@ -54,6 +54,22 @@ def timeit(fn, repeats: int, warmup: int = 2) -> dict:
     return {"median_s": float(np.median(times)), "min_s": float(min(times)), "max_s": float(max(times))}
 
 
+def timeit_paired(fns: dict, repeats: int, warmup: int = 2) -> dict:
+    """Time several callables alternately (A B A B ...), so that load from other processes
+    hits every side alike; returns ``name -> timing`` as :func:`timeit`."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: {"median_s": float(np.median(v)), "min_s": float(min(v)), "max_s": float(max(v))}
+            for name, v in times.items()}
+
+
 def forward_flops(cfg: dict, b: int, t: int) -> float:
     """Matmul FLOPs of one forward (full T x T attention products, as both sides compute)."""
     C, L, V, n = cfg["n_embd"], cfg["n_layer"], cfg["vocab_size"], b * t
@@ -167,17 +183,16 @@ def run_child(threads: int, repeats: int, which: list) -> dict:
             results["matmul"] = {**r, "gflops": 2 * 4096 * 768 * 3072 / r["median_s"] / 1e9}
         if "forward" in which:
             diff = float(np.abs(model.logprobs(ids) - t_forward(tids).numpy()).max())
-            results["forward"] = {"seqprob": timeit(lambda: model.logprobs(ids), repeats),
-                                  "torch": timeit(lambda: t_forward(tids), repeats),
-                                  "torch_sdpa": timeit(lambda: t_forward(tids, sdpa=True), repeats),
-                                  "max_abs_diff": diff, "flops": forward_flops(SMALL, B, T)}
+            timings = timeit_paired({"seqprob": lambda: model.logprobs(ids), "torch": lambda: t_forward(tids),
+                                     "torch_sdpa": lambda: t_forward(tids, sdpa=True)}, repeats)
+            results["forward"] = {**timings, "max_abs_diff": diff, "flops": forward_flops(SMALL, B, T)}
         if "sample" in which:
             a_tokens, b_tokens = seqprob_generate(model, [0], NEW), t_generate([0], NEW)
             agree = float(np.mean(np.array(a_tokens) == np.array(b_tokens)))
             reps = max(3, repeats // 2)
-            results["sample"] = {"seqprob": timeit(lambda: seqprob_generate(model, [0], NEW), reps, 1),
-                                 "torch": timeit(lambda: t_generate([0], NEW), reps, 1),
-                                 "token_agreement": agree, "flops": decode_flops(SMALL, NEW)}
+            timings = timeit_paired({"seqprob": lambda: seqprob_generate(model, [0], NEW),
+                                     "torch": lambda: t_generate([0], NEW)}, reps, 1)
+            results["sample"] = {**timings, "token_agreement": agree, "flops": decode_flops(SMALL, NEW)}
         if "train" in which:
             step = load_train_bench()
             if step is not None:

@@ -4,12 +4,13 @@ P(x_1 .. x_T) = prod_t P(x_t | x_0 .. x_{t-1}), x_0 = <s>. Every model (numpy GP
 tables, ARPA files, the exact toy language) plugs into one contract and one set of scoring,
 sampling and plotting tools.
 """
-from . import functional
+from . import analysis, functional
 from .errors import (ArpaFormatError, CheckpointError, ContextLengthError, GrammarError, InputError,
                      NotFittedError, SeqProbError, TokenIdError, TokenizerError, UnknownTokenizerError)
 from .protocols import LanguageModel
 from .sampling import generate, sample
 from .scoring import Evaluation, evaluate, joint_logprob, perplexity, score, summarize
+from .truth import ProbabilisticGrammar, toy_english
 from .table import JointTable, UniformModel, lookup_table_size
 from .tokenizers import (BPETokenizer, CharTokenizer, TiktokenTokenizer, Tokenizer, WhitespaceTokenizer,
                          load_tokenizer)
@@ -21,7 +22,7 @@ __all__ = [
     "functional", "LanguageModel", "Vocab",
     "Tokenizer", "WhitespaceTokenizer", "CharTokenizer", "BPETokenizer", "TiktokenTokenizer",
     "load_tokenizer",
-    "UniformModel", "JointTable", "lookup_table_size",
+    "UniformModel", "JointTable", "lookup_table_size", "ProbabilisticGrammar", "toy_english", "analysis",
     "score", "summarize", "joint_logprob", "perplexity", "evaluate", "Evaluation",
     "sample", "generate",
     "SeqProbError", "InputError", "TokenIdError", "NotFittedError", "TokenizerError",

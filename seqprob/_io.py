@@ -35,11 +35,18 @@ def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a saved model should read like any file
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def ensure_writable_dir(path) -> Path:

@@ -24,7 +24,7 @@ import numpy as np
 from .errors import InputError
 
 __all__ = ["NGramCounts", "count_ngrams", "count_sequences", "padded_stream", "lookup_keys",
-           "MAX_ORDER"]
+           "child_bounds", "KeyHash", "MAX_ORDER"]
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,66 @@ def lookup_keys(table: np.ndarray, keys: np.ndarray) -> np.ndarray:
     pos_c = np.minimum(pos, max(len(table) - 1, 0))
     found = (pos < len(table)) & (table[pos_c] == keys) if len(table) else np.zeros(len(keys), bool)
     return np.where(found, pos_c, -1)
+
+
+def child_bounds(keys: np.ndarray, n_contexts: int, vocab_size: int) -> np.ndarray:
+    """(n_contexts + 1,) offsets: the rows with context c are ``bounds[c] .. bounds[c+1]-1``."""
+    return np.searchsorted(keys, np.arange(n_contexts + 1, dtype=np.int64) * vocab_size)
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+class KeyHash:
+    """Open-addressing hash table (linear probing) from int64 keys to their rows, built and
+    queried with whole-array operations: about 1.5 random memory reads per look-up instead of
+    the ~20 of a binary search over a large sorted array.
+
+    Examples
+    --------
+    >>> h = KeyHash(np.array([3, 10, 42]))
+    >>> h.lookup(np.array([42, 5, 3])).tolist()
+    [2, -1, 0]
+    """
+
+    def __init__(self, keys: np.ndarray):
+        keys = np.asarray(keys, dtype=np.int64)
+        self.bits = max(int(2 * len(keys) - 1).bit_length(), 4)  # load factor <= 0.5
+        self.mask = (1 << self.bits) - 1
+        self.table = np.full((self.mask + 1, 2), -1, dtype=np.int64)  # (S, 2): key, row
+        pending = np.arange(len(keys), dtype=np.int64)
+        home = self._hash(keys)
+        probe = 0
+        while len(pending):
+            slot = (home[pending] + probe) & self.mask
+            free = self.table[slot, 0] == -1
+            cand, slot = pending[free], slot[free]
+            self.table[slot, 1] = cand  # several keys may race for a slot: the last one wins
+            won = self.table[slot, 1] == cand
+            self.table[slot[won], 0] = keys[cand[won]]
+            placed = np.zeros(len(keys), dtype=bool)
+            placed[cand[won]] = True
+            pending = pending[~placed[pending]]
+            probe += 1
+
+    def _hash(self, keys: np.ndarray) -> np.ndarray:
+        h = (keys.astype(np.uint64) * _GOLDEN) >> np.uint64(64 - self.bits)
+        return h.astype(np.int64)
+
+    def lookup(self, queries: np.ndarray) -> np.ndarray:
+        """Row of each query key, or -1."""
+        queries = np.asarray(queries, dtype=np.int64)
+        out = np.full(len(queries), -1, dtype=np.int64)
+        pending = np.arange(len(queries), dtype=np.int64)
+        slot = self._hash(queries)
+        while len(pending):
+            entry = self.table[slot]  # (n, 2)
+            hit = entry[:, 0] == queries[pending]
+            out[pending[hit]] = entry[hit, 1]
+            go_on = ~hit & (entry[:, 0] != -1)
+            pending = pending[go_on]
+            slot = (slot[go_on] + 1) & self.mask
+        return out
 
 
 @dataclass
@@ -173,6 +233,28 @@ class NGramCounts:
 # --------------------------------------------------------------------------- counting
 
 
+def unique_inverse(keys: np.ndarray):
+    """``np.unique(keys, return_inverse=True, return_counts=True)`` for non-negative int64 keys.
+
+    When key and position fit together in 62 bits, one plain ``np.sort`` of
+    ``key << b | position`` replaces the (slower) argsort that ``np.unique`` does.
+    """
+    n = len(keys)
+    bits = max(int(n - 1).bit_length(), 1)
+    if n == 0 or int(keys.max()) >= (1 << (62 - bits)) or int(keys.min()) < 0:
+        return np.unique(keys, return_inverse=True, return_counts=True)
+    packed = np.sort((keys << bits) | np.arange(n, dtype=np.int64))  # (n,)
+    sorted_keys = packed >> bits
+    flag = np.empty(n, dtype=bool)
+    flag[0] = True
+    np.not_equal(sorted_keys[1:], sorted_keys[:-1], out=flag[1:])
+    starts = np.flatnonzero(flag)
+    inv = np.empty(n, dtype=np.int64)
+    inv[packed & ((1 << bits) - 1)] = np.cumsum(flag) - 1
+    return sorted_keys[starts], inv, np.diff(np.append(starts, n))
+
+
+
 def count_stream(stream: np.ndarray, seg_start: np.ndarray, order: int, vocab_size: int) -> NGramCounts:
     """Count all n-grams of orders 1..N of one padded stream (one chunk).
 
@@ -191,7 +273,7 @@ def count_stream(stream: np.ndarray, seg_start: np.ndarray, order: int, vocab_si
     for m in range(2, order + 1):
         pos = np.flatnonzero(offset >= m - 1)  # (n,) end positions of m-grams
         mkeys = rows[pos - 1] * V + stream[pos]
-        uniq, inv, cnt = np.unique(mkeys, return_inverse=True, return_counts=True)
+        uniq, inv, cnt = unique_inverse(mkeys)
         suf = np.empty(len(uniq), dtype=np.int64)
         suf[inv] = rows[pos]
         keys.append(uniq)

@@ -23,7 +23,7 @@ import numpy as np
 __all__ = [
     "embedding_forward", "embedding_backward", "layer_norm_forward", "layer_norm_backward",
     "linear_forward", "linear_backward", "gelu_forward", "gelu_backward", "split_heads",
-    "attention_forward", "attention_backward", "cross_entropy_forward", "cross_entropy_backward",
+    "attention_forward", "attention_backward", "cross_entropy_forward", "cross_entropy_backward", "cross_entropy_fused",
     "causal_mask", "softmax_inplace", "log_softmax_inplace", "dropout_forward", "dropout_backward",
 ]
 
@@ -286,6 +286,29 @@ def cross_entropy_backward(cache, inplace=False):
     grad[np.arange(len(targets)), targets] -= 1.0
     grad *= w[:, None]
     return grad
+
+
+def cross_entropy_fused(logits, targets, mask=None, chunk=128):
+    """Loss and gradient of :func:`cross_entropy_forward` in one pass over row chunks.
+
+    Overwrites ``logits`` (N, V) with dloss/dlogits (no second (N, V) buffer, each chunk
+    stays in cache). Returns ``(loss, grad)``; same values as the forward/backward pair.
+    """
+    N = len(targets)
+    w = np.ones(N, dtype=logits.dtype) if mask is None else mask.astype(logits.dtype)
+    w /= max(float(w.sum()), 1.0)
+    total = 0.0
+    for i in range(0, N, chunk):
+        u, t, wc = logits[i:i + chunk], targets[i:i + chunk], w[i:i + chunk]
+        rows = np.arange(len(t))
+        u -= u.max(axis=-1, keepdims=True)
+        picked = u[rows, t]  # u_t - max
+        np.exp(u, out=u)
+        s = u.sum(axis=-1)
+        total -= float(np.dot((picked - np.log(s)).astype(np.float64), wc))
+        u *= (wc / s)[:, None]
+        u[rows, t] -= wc
+    return total, logits
 
 
 def dropout_forward(x, p, rng):

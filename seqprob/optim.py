@@ -186,6 +186,7 @@ class AdamW:
         self.m = {n: self._view(self.m_flat_, n) for n in self.names}
         self.v = {n: self._view(self.v_flat_, n) for n in self.names}
         self._decay_spans = self._merged_spans(n for n in self.names if n in self.decay_names)
+        self._chunk_spans = self._chunk_decay(self.m_flat_.size)
 
     def _view(self, flat: np.ndarray, name: str) -> np.ndarray:
         lo, hi = self._offsets[name]
@@ -219,16 +220,15 @@ class AdamW:
         gflat = self._grad_flat(garrays)
         self._check_finite(garrays)
         self.t += 1
-        if self.weight_decay and self.lr:
-            self._apply_decay()
         if self._root is not None and gflat is not None:
-            self._update_flat(self._root, gflat, self.m_flat_, self.v_flat_)
+            self._update_flat(self._root, gflat, self.m_flat_, self.v_flat_, self._chunk_spans)
         else:
             for name, g in zip(self.names, garrays):
                 param = self.params[name]
                 p = param.reshape(-1) if param.flags.c_contiguous else param.ravel()  # a copy
                 g = np.ascontiguousarray(g, dtype=param.dtype).reshape(-1)
-                self._update_flat(p, g, self.m[name].reshape(-1), self.v[name].reshape(-1))
+                self._update_flat(p, g, self.m[name].reshape(-1), self.v[name].reshape(-1),
+                                  True if name in self.decay_names else None)
                 if not np.shares_memory(p, param):
                     param[...] = p.reshape(param.shape)
 
@@ -251,41 +251,54 @@ class AdamW:
                 raise InputError(f"gradient of {name!r} contains NaN or inf; parameters left "
                                  f"unchanged (step {self.t + 1})", name=name, step=self.t + 1)
 
-    def _apply_decay(self) -> None:
-        factor = 1.0 - self.lr * self.weight_decay
-        if self._root is not None:
-            for lo, hi in self._decay_spans:
-                self._root[lo:hi] *= factor
-        else:
-            for name in self.decay_names:
-                self.params[name] *= factor
+    def _chunk_decay(self, n: int) -> list[list[tuple[int, int]]]:
+        """Per chunk of a flat update over ``n`` elements: the decayed ranges inside it."""
+        out = [[] for _ in range(0, n, _CHUNK)]
+        for lo, hi in self._decay_spans:
+            for c in range(lo // _CHUNK, (hi - 1) // _CHUNK + 1):
+                base = c * _CHUNK
+                out[c].append((max(lo, base) - base, min(hi, base + _CHUNK) - base))
+        return out
 
-    def _update_flat(self, p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray) -> None:
-        """One Adam update of 1-D ``p`` from ``g`` with moments ``m``, ``v``, chunk by chunk."""
+    def _update_flat(self, p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray,
+                     decay=None) -> None:
+        """One AdamW update of 1-D ``p`` from ``g`` with moments ``m``, ``v``, chunk by chunk.
+
+        ``decay``: per chunk, the ranges to decay; ``True`` decays all of ``p``; None: none.
+        The bias corrections are folded into two constants:
+        ``p -= lr sqrt(bc2) / bc1 * m / (sqrt(v) + eps sqrt(bc2))``.
+        """
         b1, b2 = self.betas
-        step_size = self.lr / (1.0 - b1 ** self.t)
-        inv_bc2 = 1.0 / math.sqrt(1.0 - b2 ** self.t)
+        sq_bc2 = math.sqrt(1.0 - b2 ** self.t)
         dt = p.dtype.type
-        c1, c2, cs, cb, ce = dt(1 - b1), dt(1 - b2), dt(-step_size), dt(inv_bc2), dt(self.eps)
-        b1, b2 = dt(b1), dt(b2)
+        c1, c2 = dt(1 - b1), dt(1 - b2)
+        cs, ce = dt(-self.lr * sq_bc2 / (1.0 - b1 ** self.t)), dt(self.eps * sq_bc2)
+        factor = dt(1.0 - self.lr * self.weight_decay)
+        b2 = dt(b2)
         size = min(_CHUNK, p.size)
         t1, t2 = np.empty(size, p.dtype), np.empty(size, p.dtype)
         mul, add, sub, sqrt, div = np.multiply, np.add, np.subtract, np.sqrt, np.divide
-        for lo in range(0, p.size, _CHUNK):
+        if not (self.weight_decay and self.lr):
+            decay = None
+        for i, lo in enumerate(range(0, p.size, _CHUNK)):
             hi = min(lo + _CHUNK, p.size)
             n = hi - lo
             pc, gc, mc, vc, a, b = p[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi], t1[:n], t2[:n]
-            sub(gc, mc, out=a)          # m += (1 - b1) (g - m)   (torch: lerp)
+            if decay is True:
+                mul(pc, factor, out=pc)     # decoupled decay: p *= 1 - lr wd
+            elif decay is not None:
+                for d0, d1 in decay[i]:
+                    mul(pc[d0:d1], factor, out=pc[d0:d1])
+            sub(gc, mc, out=a)              # m += (1 - b1) (g - m)   (torch: lerp)
             mul(a, c1, out=a)
             add(mc, a, out=mc)
-            mul(vc, b2, out=vc)         # v = b2 v + (1 - b2) g^2
+            mul(vc, b2, out=vc)             # v = b2 v + (1 - b2) g^2
             mul(gc, gc, out=b)
             mul(b, c2, out=b)
             add(vc, b, out=vc)
-            sqrt(vc, out=b)             # denom = sqrt(v) / sqrt(bc2) + eps
-            mul(b, cb, out=b)
+            sqrt(vc, out=b)                 # sqrt(v) + eps sqrt(bc2)
             add(b, ce, out=b)
-            div(mc, b, out=a)           # p -= lr / bc1 * m / denom
+            div(mc, b, out=a)               # p -= lr sqrt(bc2) / bc1 * m / (...)
             mul(a, cs, out=a)
             add(pc, a, out=pc)
 
@@ -322,6 +335,7 @@ class AdamW:
         if "decay" in state:
             self.decay_names = self._decay_names(state["decay"])
             self._decay_spans = self._merged_spans(n for n in self.names if n in self.decay_names)
+        self._chunk_spans = self._chunk_decay(self.m_flat_.size)
         self._check_hyper()
         return self
 

@@ -1,5 +1,6 @@
 """Distances to the truth: cross-entropy, KL(P* || P_θ) per token, agreement test."""
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -72,8 +73,8 @@ def test_kl_of_uniform_model_matches_closed_form(truth, held_out):
 
 def test_kl_grows_with_distance_and_ci_is_sane(truth, held_out):
     near, far = Smoothed(truth, 0.01), Smoothed(truth, 0.3)
-    kl_near = kl_per_token(truth, near, samples=held_out)
-    kl_far = kl_per_token(truth, far, samples=held_out)
+    kl_near = kl_per_token(truth, near, samples=held_out[:1000])
+    kl_far = kl_per_token(truth, far, samples=held_out[:1000])
     assert 0 < kl_near.per_token < kl_far.per_token
     assert kl_near.ci_low < kl_near.per_token < kl_near.ci_high
     assert kl_near.per_token_bits == pytest.approx(kl_near.per_token / math.log(2))
@@ -84,7 +85,7 @@ def test_kl_grows_with_distance_and_ci_is_sane(truth, held_out):
 
 def test_kl_is_infinite_when_the_model_misses_a_sentence(truth):
     other = ProbabilisticGrammar({"states": {"S": {"stop": 0.5, "arcs": [["the", 0.5, "S"]]}}})
-    kl = kl_per_token(truth, other, n=50, seed=0, tokenizer=truth.tokenizer)
+    kl = kl_per_token(truth, other, n=50, seed=0)  # its own tokenizer: other words are <unk>, P = 0
     assert kl.per_token == math.inf and kl.stderr == math.inf
 
 
@@ -140,7 +141,9 @@ def test_agreement_ties_count_as_wrong_and_tuples_work(truth):
 def test_agreement_with_trigram_baseline(truth):
     ngram = pytest.importorskip("seqprob.ngram")
     train = truth.sample(20_000, seed=0)
-    tri = ngram.ModifiedKneserNey(order=3).fit(train, tokenizer=truth.tokenizer)
+    with warnings.catch_warnings():  # unigram count-of-counts of a 210-word language: fallback discounts
+        warnings.simplefilter("ignore", getattr(ngram, "DiscountFallbackWarning", UserWarning))
+        tri = ngram.ModifiedKneserNey(order=3).fit(train, tokenizer=truth.tokenizer)
     result = agreement_test(tri, n=300, seed=0)
     assert 0.2 < result.accuracy < 0.85  # the verb's context is the attractor, not the subject
     kl = kl_per_token(truth, tri, n=1000, seed=1)

@@ -135,7 +135,11 @@ def test_cross_entropy_backward(N, V, masked, seed):
     w = np.ones(N) if mask is None else mask.astype(float)
     assert loss == pytest.approx(-(logp[np.arange(N), targets] * w).sum() / max(w.sum(), 1), abs=1e-12)
     f = lambda: nn.cross_entropy_forward(logits, targets, mask)[0]  # noqa: E731
-    close(nn.cross_entropy_backward(cache), numgrad(f, logits))
+    grad = nn.cross_entropy_backward(cache)
+    close(grad, numgrad(f, logits))
+    fused_loss, fused_grad = nn.cross_entropy_fused(logits.copy(), targets, mask, chunk=2)
+    assert fused_loss == pytest.approx(loss, abs=1e-12)
+    close(fused_grad, grad, 1e-12)
 
 
 @settings(max_examples=10)

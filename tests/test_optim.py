@@ -105,7 +105,7 @@ def test_flat_and_loop_paths_agree_float32(seed):
 
 def test_large_flat_buffer_crosses_chunks():
     rng = np.random.default_rng(0)
-    shapes = {"a.w": (300, 200), "b": (7,), "c.w": (100, 3)}  # > one chunk of the fast path
+    shapes = {"a.w": (400, 300), "b": (7,), "wte": (500, 200), "c.w": (300, 300)}  # > 3 chunks
     _, params = flat_params(shapes, rng)
     init = {n: a.copy() for n, a in params.items()}
     grads = [{n: rng.normal(size=s) for n, s in shapes.items()} for _ in range(3)]

@@ -376,7 +376,7 @@ def test_toy_english_gender_pairs_are_symmetric(toy):
 
 def test_shipped_json_equals_the_builder(toy):
     from importlib import resources
-    text = resources.files("seqprob").joinpath("data", "toy_english.json").read_text(encoding="utf-8")
+    text = (resources.files("seqprob") / "data" / "toy_english.json").read_text(encoding="utf-8")
     assert json.loads(text) == toy_english_spec()
     assert toy.to_dict()["states"].keys() == toy_english_spec()["states"].keys()
 

@@ -56,7 +56,7 @@ def reliability_table(probs, correct, n_bins: int = 10):
 
     Examples
     --------
-    >>> reliability_table([0.9, 0.9, 0.1], [1, 1, 0], n_bins=2).attrs["ece"].round(3)
+    >>> round(reliability_table([0.9, 0.9, 0.1], [1, 1, 0], n_bins=2).attrs["ece"], 3)
     0.1
     """
     import pandas as pd

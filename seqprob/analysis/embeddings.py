@@ -9,7 +9,7 @@ import numpy as np
 from ..errors import InputError
 
 __all__ = ["embedding_matrix", "embedding_pca", "nearest_neighbors", "analogy", "direction",
-           "default_pairs", "embedding_directions", "GENDER_PAIRS", "IRREGULAR_PLURALS"]
+           "default_pairs", "embedding_directions", "GENDER_PAIRS", "IRREGULAR_PLURALS", "COMMON_NOUNS"]
 
 #: (masculine, feminine) pairs looked for in a vocabulary.
 GENDER_PAIRS = (("king", "queen"), ("man", "woman"), ("boy", "girl"), ("prince", "princess"),
@@ -20,6 +20,15 @@ GENDER_PAIRS = (("king", "queen"), ("man", "woman"), ("boy", "girl"), ("prince",
 #: (singular, plural) pairs that do not follow the +s / +es rule.
 IRREGULAR_PLURALS = (("man", "men"), ("woman", "women"), ("mouse", "mice"), ("wolf", "wolves"),
                      ("wife", "wives"), ("child", "children"), ("person", "people"), ("foot", "feet"))
+
+#: Common nouns whose +s / +es plural is looked for (only nouns: for verbs, +s marks the
+#: singular "sleeps", so a word list, not the spelling rule alone, decides).
+COMMON_NOUNS = frozenset("""
+cat dog bird horse fox rabbit cow duck frog bear lion owl pig sheep goat fish king queen boy girl
+prince princess father mother brother sister son daughter uncle aunt husband actor actress
+ball book apple cake bone hat cup letter table chair bed box house garden park tree river hill
+road kitchen roof floor sofa mat car city friend teacher student doctor farmer baker child
+""".split())
 
 
 def embedding_matrix(model) -> np.ndarray:
@@ -185,14 +194,15 @@ def analogy(model, a: str, b: str, c: str, k: int = 5, exclude_special: bool = T
 def default_pairs(vocab) -> dict:
     """Gender (masculine, feminine) and number (singular, plural) pairs present in ``vocab``.
 
-    Number pairs: the irregular list plus w -> w+"s" / w+"es" for alphabetic words of 3+ letters.
+    Number pairs: :data:`IRREGULAR_PLURALS` plus w -> w+"s" / w+"es" for the words of
+    :data:`COMMON_NOUNS` (verbs are left out: their +s form is the singular).
     """
     gender = [(m, f) for m, f in GENDER_PAIRS if m in vocab and f in vocab]
     gender = [p for i, p in enumerate(gender) if p[1] not in {q[1] for q in gender[:i]}]
     number = [(s, p) for s, p in IRREGULAR_PLURALS if s in vocab and p in vocab]
     seen = {w for pair in number for w in pair}
     for w in vocab.tokens:
-        if len(w) < 3 or not w.isalpha() or w in seen:
+        if w not in COMMON_NOUNS or w in seen:
             continue
         for plural in (w + "s", w + "es"):
             if plural in vocab and plural not in seen:
@@ -222,7 +232,7 @@ def direction(model, pairs) -> np.ndarray:
     return d / norm
 
 
-def embedding_directions(model, gender_pairs=None, number_pairs=None):
+def embedding_directions(model, gender_pairs=None, number_pairs=None, max_pairs: int | None = 12):
     """Project the tokens of gender and number pairs on the gender and number directions.
 
     Parameters
@@ -232,6 +242,8 @@ def embedding_directions(model, gender_pairs=None, number_pairs=None):
         Default: :data:`GENDER_PAIRS` present in the vocabulary.
     number_pairs : list of (singular, plural), optional
         Default: the (singular, plural) pairs found by :func:`default_pairs`.
+    max_pairs : int or None
+        Rows for at most this many pairs of each kind (the directions use all pairs).
 
     Returns
     -------
@@ -257,13 +269,13 @@ def embedding_directions(model, gender_pairs=None, number_pairs=None):
     dg, dn = direction(model, gp), direction(model, npairs)
     rows = []
     for kind, pairs in (("gender", gp), ("number", npairs)):
-        for first, second in pairs:
+        for first, second in pairs[:max_pairs]:
             for tok, partner in ((first, second), (second, first)):
                 e = E[model.vocab.id(tok)]
                 rows.append({"token": tok, "kind": kind, "partner": partner,
                              "gender": float(e @ dg), "number": float(e @ dn)})
     df = pd.DataFrame(rows)
-    df.attrs["pairs"] = {"gender": gp, "number": npairs}
+    df.attrs["pairs"] = {"gender": gp[:max_pairs], "number": npairs[:max_pairs]}
     df.attrs["cosine_between_directions"] = float(dg @ dn)
     df.attrs["pair_consistency"] = {k: _consistency(E, model, p, d) for k, p, d in
                                     (("gender", gp, dg), ("number", npairs, dn))}

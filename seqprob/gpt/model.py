@@ -477,8 +477,7 @@ class GPT(BaseLanguageModel):
         hf, ln_cache = nn.layer_norm_forward(x, p["ln_f.g"], p.get("ln_f.b"), cfg.layer_norm_epsilon)
         h2 = hf.reshape(B * T, -1)  # (N, C)
         logits = np.matmul(h2, self._w_u.T)  # (N, V)
-        loss, ce = nn.cross_entropy_forward(logits, targets.reshape(-1), mask, inplace=True)
-        dlogits = nn.cross_entropy_backward(ce, inplace=True)  # (N, V)
+        loss, dlogits = nn.cross_entropy_fused(logits, targets.reshape(-1), mask)  # (N, V) in place
         np.matmul(dlogits.T, h2, out=g["wte"] if cfg.tie_weights else g["lm_head.w"])
         dx, dg, db = nn.layer_norm_backward((dlogits @ self._w_u).reshape(B, T, -1), ln_cache)
         self._store(g, "ln_f", dg, db)
@@ -593,33 +592,50 @@ class GPT(BaseLanguageModel):
         return self._state(row, pos + 1, state.n_seen + 1, cache)
 
     def _decode_one(self, cache: _KVCache, pos: int, tok: int) -> np.ndarray:
-        """One position through every block, keys/values written at slot ``pos``; -> (V,)."""
+        """One position through every block, keys/values written at slot ``pos``; -> (V,).
+
+        Batch-1 decoding is bound by reading the weights (GEMVs) and by Python overhead, so
+        this path calls BLAS directly on 1-D vectors and skips the general layer wrappers.
+        """
         cfg, p = self.config, self.params
         H, hd, C, eps = cfg.n_head, cfg.head_dim, cfg.n_embd, cfg.layer_norm_epsilon
         scale = 1.0 / math.sqrt(hd)
         x = p["wte"][tok] + p["wpe"][pos]  # (C,)
-        for layer in range(cfg.n_layer):
-            g1, b1, wa, ba, wp, bp, g2, b2, wf, bf, wm, bm = self._block(layer)
-            qkv = nn.linear_forward(_ln1d(x, g1, b1, eps), wa, ba)[0]  # (3C,)
+        for layer, (g1, b1, wa, ba, wp, bp, g2, b2, wf, bf, wm, bm) in enumerate(self._blocks()):
+            qkv = _affine(_ln1d(x, g1, b1, eps), wa, ba)  # (3C,)
+            qkv[:C] *= scale
             K, V = cache.k[layer], cache.v[layer]  # (H, block, hd)
             K[:, pos] = qkv[C:2 * C].reshape(H, hd)
             V[:, pos] = qkv[2 * C:].reshape(H, hd)
-            s = np.matmul(K[:, :pos + 1], qkv[:C].reshape(H, hd, 1))[..., 0]  # (H, P)
-            s *= scale
+            s = np.matmul(K[:, :pos + 1], qkv[:C].reshape(H, hd, 1)).reshape(H, pos + 1)  # (H, P)
             nn.softmax_inplace(s)
-            y = np.matmul(s[:, None, :], V[:, :pos + 1]).reshape(C)  # (C,)
-            x += nn.linear_forward(y, wp, bp)[0]
-            u = nn.linear_forward(_ln1d(x, g2, b2, eps), wf, bf)[0]  # (4C,)
-            x += nn.linear_forward(nn.gelu_forward(u, out=u, tanh_out=np.empty_like(u))[0], wm, bm)[0]
+            y = np.matmul(s.reshape(H, 1, pos + 1), V[:, :pos + 1]).reshape(C)  # (C,)
+            x += _affine(y, wp, bp)
+            u = _affine(_ln1d(x, g2, b2, eps), wf, bf)  # (4C,)
+            x += _affine(nn.gelu_forward(u, out=u, tanh_out=np.empty_like(u))[0], wm, bm)
         h = _ln1d(x, p["ln_f.g"], p.get("ln_f.b"), eps)
-        logits = self._w_u @ h  # (V,)
+        logits = np.dot(self._w_u, h)  # (V,)
         return nn.log_softmax_inplace(logits)
+
+    def _blocks(self) -> list:
+        """Per-layer parameter tuples (views into the flat buffer, so they never go stale)."""
+        blocks = self.__dict__.get("_blocks_cache")
+        if blocks is None:
+            blocks = self._blocks_cache = [tuple(self._block(i)) for i in range(self.config.n_layer)]
+        return blocks
+
+
+def _affine(x, w, b):
+    y = np.dot(x, w)
+    if b is not None:
+        y += b
+    return y
 
 
 def _ln1d(x, g, b, eps):
     """LayerNorm of one vector (C,) (the decoding fast path)."""
-    xc = x - x.mean()
-    y = xc * (g / math.sqrt(float(xc @ xc) / len(x) + eps))
+    xc = x - np.add.reduce(x) / len(x)
+    y = xc * (g * (1.0 / math.sqrt(float(np.dot(xc, xc)) / len(x) + eps)))
     if b is not None:
         y += b
     return y

@@ -27,17 +27,23 @@ def _as_text(line, lineno: int) -> str:
     raise InputError(f"line {lineno}: lines must be str, got {type(line).__name__}", line=lineno)
 
 
-def line_chunks(lines: Iterable, chunk_chars: int) -> Iterator[tuple[int, list]]:
+def line_chunks(lines: Iterable, chunk_chars: int, batch: int = 4096) -> Iterator[tuple[int, list]]:
     """Yield (number of the chunk's first line, list of str lines) of about ``chunk_chars``."""
     if isinstance(lines, (str, bytes)):
         raise InputError("fit() takes an iterable of lines (a list, a file's lines), not a single "
                          "string; use seqprob._io.read_lines(path) for a file")
+    it = iter(lines)
     buf: list = []
-    size, first = 0, 1
-    for lineno, line in enumerate(lines, start=1):
-        text = _as_text(line, lineno)
-        buf.append(text)
-        size += len(text) + 1
+    size, first, lineno = 0, 1, 0
+    while True:
+        part = list(itertools.islice(it, batch))
+        if not part:
+            break
+        if not all(type(x) is str for x in part):
+            part = [_as_text(x, lineno + i + 1) for i, x in enumerate(part)]
+        buf.extend(part)
+        lineno += len(part)
+        size += sum(map(len, part)) + len(part)
         if size >= chunk_chars:
             yield first, buf
             buf, size, first = [], 0, lineno + 1
@@ -75,22 +81,57 @@ def encode_chunks(chunks: Iterable, tokenizer=None, index: dict | None = None) -
             yield _encode_generic(chunk, first, tokenizer)
 
 
-def _encode_growing(chunk: list, first: int, index: dict):
+_SEP = "\x00"
+
+
+def _factorize(chunk: list):
+    """(codes, unique words in first-appearance order, words per line) of a chunk of lines.
+
+    One join + split over the whole chunk (lines separated by a NUL word) and a hash-table
+    factorization, instead of a Python loop per word.
+    """
+    import pandas as pd
+
+    words = f" {_SEP} ".join(chunk).split()
+    codes, uniq = pd.factorize(np.array(words, dtype=object))
+    uniq = list(uniq)
+    if len(chunk) > 1:
+        sep = uniq.index(_SEP) if _SEP in uniq else -1
+        is_sep = codes == sep
+        seps = np.flatnonzero(is_sep)
+        if len(seps) != len(chunk) - 1:  # a line holds a NUL word of its own: split line by line
+            return _factorize_lines(chunk)
+        bounds = np.concatenate([[-1], seps, [len(words)]])
+        lengths = np.diff(bounds) - 1
+        return codes[~is_sep], uniq, lengths
+    return codes, uniq, np.array([len(words)], dtype=np.int64)
+
+
+def _factorize_lines(chunk: list):
     _, lengths, flat = _split(chunk)
-    uniq = dict.fromkeys(flat)
-    if any(w in uniq for w in _RESERVED):
-        raise _reserved_error(chunk, first, uniq)
-    new = [w for w in uniq if w not in index]
-    index.update(zip(new, range(len(index), len(index) + len(new))))
-    ids = np.fromiter(map(index.__getitem__, flat), dtype=np.int64, count=len(flat))
-    return ids, lengths
+    index = dict.fromkeys(flat)
+    uniq = list(index)
+    index = {w: i for i, w in enumerate(uniq)}
+    return np.fromiter(map(index.__getitem__, flat), np.int64, count=len(flat)), uniq, lengths
+
+
+def _encode_growing(chunk: list, first: int, index: dict):
+    codes, uniq, lengths = _factorize(chunk)
+    seen = set(uniq)
+    if any(w in seen for w in _RESERVED):
+        raise _reserved_error(chunk, first, seen)
+    lut = np.empty(len(uniq), dtype=np.int64)
+    for i, w in enumerate(uniq):
+        if w != _SEP:
+            lut[i] = index.setdefault(w, len(index))
+    return lut[codes] if len(codes) else codes.astype(np.int64), lengths
 
 
 def _encode_whitespace(chunk: list, first: int, vocab: Vocab):
-    _, lengths, flat = _split(chunk)
+    codes, uniq, lengths = _factorize(chunk)
     unk = -1 if vocab.unk_id is None else vocab.unk_id
-    ids = np.fromiter(map(vocab._index.get, flat, itertools.repeat(unk)), dtype=np.int64,
-                      count=len(flat))
+    lut = np.fromiter((vocab._index.get(w, unk) for w in uniq), dtype=np.int64, count=len(uniq))
+    ids = lut[codes] if len(codes) else codes.astype(np.int64)
     _check_ids(ids, chunk, first, vocab, lengths)
     return ids, lengths
 

@@ -63,12 +63,12 @@ class BackoffLanguageModel(BaseLanguageModel):
         [(2,), (3,)]
         """
         self._check_fitted()
-        seqs = [check_ids(s, len(self.vocab)) for s in sequences]
-        if any(s.ndim != 1 or len(s) < 2 for s in seqs):
-            raise InputError("each sequence must be 1-D with x_0 and at least one token")
+        seqs = [np.asarray(s) for s in sequences]
+        if not seqs or any(s.ndim != 1 or len(s) < 2 for s in seqs):
+            raise InputError("need 1-D sequences, each with x_0 and at least one token")
         lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-        stream = np.concatenate(seqs)
+        stream = check_ids(np.concatenate(seqs), len(self.vocab))
         out = self._score_stream(stream, np.repeat(starts, lengths))
         return [out[s + 1: s + n] for s, n in zip(starts.tolist(), lengths.tolist())]
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..counts import lookup_keys
+from ..counts import KeyHash, child_bounds, lookup_keys
 
 __all__ = ["BackoffTables", "NGramState", "ngram_rows", "segments_of_batch"]
 
@@ -35,12 +35,13 @@ def segments_of_batch(batch: np.ndarray):
 
 
 def ngram_rows(keys: list, vocab_size: int, stream: np.ndarray, seg_start: np.ndarray,
-               max_order: int) -> list:
+               max_order: int, hashes=None) -> list:
     """Row of the m-gram ending at each position, for m = 1 .. max_order (-1: not listed).
 
     ``rows[m-1][i]`` is the row in ``keys[m-1]`` of stream[i-m+1 .. i], or -1 when that
     window crosses the start of its segment or is not in the table. Only positions whose
     (m-1)-gram prefix was found are looked up (the prefix-linked keys need it anyway).
+    ``hashes(m)``, when given, returns a :class:`KeyHash` of order m (faster look-ups).
     """
     V = vocab_size
     offset = np.arange(len(stream), dtype=np.int64) - seg_start  # (L,)
@@ -52,7 +53,8 @@ def ngram_rows(keys: list, vocab_size: int, stream: np.ndarray, seg_start: np.nd
         if len(cand):
             cand = cand[prev[cand - 1] >= 0]
             if len(cand):
-                cur[cand] = lookup_keys(keys[m - 1], prev[cand - 1] * V + stream[cand])
+                query = prev[cand - 1] * V + stream[cand]
+                cur[cand] = lookup_keys(keys[m - 1], query) if hashes is None else hashes(m).lookup(query)
         rows.append(cur)
         prev = cur
     return rows
@@ -87,6 +89,7 @@ class BackoffTables:
         self.keys, self.logp, self.logbow = keys, logp, logbow
         self.unlisted_logbow = float(unlisted_logbow)
         self._child_bounds: dict = {}
+        self._hashes: dict = {}
 
     @property
     def order(self) -> int:
@@ -101,7 +104,7 @@ class BackoffTables:
         N = self.order
         L = len(stream)
         offset = np.arange(L, dtype=np.int64) - seg_start  # (L,)
-        rows = ngram_rows(self.keys, self.vocab_size, stream, seg_start, N)
+        rows = ngram_rows(self.keys, self.vocab_size, stream, seg_start, N, self.hash)
         target = offset >= 1
         best = np.where(target, 1, 0)  # (L,) longest listed n-gram ending at i
         for m in range(2, N + 1):
@@ -130,7 +133,7 @@ class BackoffTables:
         V, N = self.vocab_size, self.order
         stream, seg = segments_of_batch(batch)
         offset = np.arange(len(stream), dtype=np.int64) - seg  # (B*T,)
-        rows = ngram_rows(self.keys, V, stream, seg, N - 1) if N > 1 else [stream]
+        rows = ngram_rows(self.keys, V, stream, seg, N - 1, self.hash) if N > 1 else [stream]
         out = np.broadcast_to(self.logp[0], (len(stream), V)).copy()  # (B*T, V)
         for m in range(2, N + 1):
             has = np.flatnonzero(offset >= m - 2)  # positions with a context of m-1 words
@@ -149,14 +152,21 @@ class BackoffTables:
             out[r, self.keys[m - 1][child] % V] = self.logp[m - 1][child]
         return out.reshape(B, T, V)
 
+    def hash(self, m: int) -> KeyHash:
+        """Hash table of the order-m keys (built on first use)."""
+        if m not in self._hashes:
+            self._hashes[m] = KeyHash(self.keys[m - 1])
+        return self._hashes[m]
+
+    def bounds(self, m: int) -> np.ndarray:
+        """Child offsets of order m over the order-(m-1) rows (computed once)."""
+        if m not in self._child_bounds:
+            self._child_bounds[m] = child_bounds(self.keys[m - 1], len(self.keys[m - 2]), self.vocab_size)
+        return self._child_bounds[m]
+
     def children(self, m: int, ctx_rows: np.ndarray):
         """Range [lo, hi) of the order-m rows whose context is each order-(m-1) row."""
-        if m not in self._child_bounds:
-            n_ctx = len(self.keys[m - 2])
-            bounds = np.searchsorted(self.keys[m - 1],
-                                     np.arange(n_ctx + 1, dtype=np.int64) * self.vocab_size)
-            self._child_bounds[m] = bounds
-        b = self._child_bounds[m]
+        b = self.bounds(m)
         return b[ctx_rows], b[ctx_rows + 1]
 
     def state_row(self, history: tuple) -> np.ndarray:

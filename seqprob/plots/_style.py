@@ -73,15 +73,22 @@ def impossible_text(value: float) -> str:
     return f"{IMPOSSIBLE} (P = 0)" if np.isneginf(value) else f"{IMPOSSIBLE} (NaN)"
 
 
-def mark_impossible(ax, xs, y, values, label: bool = True) -> None:
+def mark_impossible(ax, xs, y, values, text_xs=None, label: bool = True) -> None:
     """Mark positions ``xs`` whose values are -inf / NaN with an ``X`` at height ``y`` and the
-    word "impossible", and add one legend entry. The data there is left as a gap."""
+    word "impossible" (once per distinct x of ``text_xs``, default ``xs``), and add one legend
+    entry. The data there is left as a gap."""
     xs = list(xs)
     if not xs:
         return
     ax.plot(xs, [y] * len(xs), linestyle="none", marker="X", markersize=9, color=IMPOSSIBLE_COLOR,
             label=f"{IMPOSSIBLE}: log P = -inf (P = 0) or NaN" if label else None, zorder=5)
-    for x, v in zip(xs, values):
+    text_xs = xs if text_xs is None else list(text_xs)
+    done = set()
+    for x, v in zip(text_xs, values):
+        key = round(float(x), 6)
+        if key in done:
+            continue
+        done.add(key)
         ax.annotate(IMPOSSIBLE if np.isneginf(v) else f"{IMPOSSIBLE} (NaN)", (x, y),
                     textcoords="offset points", xytext=(0, 7), ha="center", va="bottom",
                     fontsize=7, color=IMPOSSIBLE_COLOR)

@@ -137,19 +137,21 @@ def logit_lens(df, ax=None, value: str = "prob", **style):
         ax.set_xticks(range(grid.shape[1]), [f"{c} → {t}" for c, t in zip(heads["context"], heads["token"])],
                       rotation=60, ha="right", fontsize=7)
     return finish(ax, "Logit lens: P and rank (number) of the next token, layer by layer",
-                  "position: context token → next token", "layer (residual stream read out)", style,
+                  "position t (context token x_t-1 → next token x_t)",
+                  "layer (residual stream after block l)", style,
                   legend=False)
 
 
-def embeddings(df, ax=None, label: bool = True, highlight=None, **style):
+def embeddings(df, ax=None, label="auto", highlight=None, **style):
     """Token embeddings projected on two principal components, with labels.
 
     Parameters
     ----------
     df : pandas.DataFrame
         Output of :func:`seqprob.analysis.embedding_pca` (token, pc1, pc2).
-    label : bool
-        Write each token beside its point.
+    label : bool or "auto"
+        Write tokens beside their points: all (True), none (False), or, with "auto", all when
+        there are at most 60 points, else the highlighted ones and the 30 farthest out.
     highlight : dict of group name -> list of tokens, optional
         Colour these groups (e.g. {"feminine": [...], "plural": [...]}); others are grey.
 
@@ -168,9 +170,16 @@ def embeddings(df, ax=None, label: bool = True, highlight=None, **style):
         ax.scatter(df["pc1"][mask], df["pc2"][mask], s=22, color=color(i), label=name, zorder=3)
     ax.scatter(df["pc1"][~in_group], df["pc2"][~in_group], s=12, color="0.6",
                label="other tokens" if groups else "tokens", zorder=2)
-    if label:
-        for tok, x, y in zip(df["token"], df["pc1"], df["pc2"]):
-            ax.annotate(str(tok), (x, y), fontsize=6, xytext=(2, 2), textcoords="offset points")
+    show = np.ones(len(df), dtype=bool) if label is True else np.zeros(len(df), dtype=bool)
+    if label == "auto":
+        if len(df) <= 60:
+            show[:] = True
+        else:
+            radius = np.hypot(df["pc1"] - df["pc1"].mean(), df["pc2"] - df["pc2"].mean()).to_numpy()
+            show[np.argsort(-radius)[:30]] = True
+            show |= in_group
+    for tok, x, y in zip(df["token"][show], df["pc1"][show], df["pc2"][show]):
+        ax.annotate(str(tok), (x, y), fontsize=6, xytext=(2, 2), textcoords="offset points")
     ev = df.attrs.get("explained_variance_ratio", [])
     pct = [f" ({100 * v:.0f}% of variance)" for v in ev] + ["", ""]
     return finish(ax, "Token embeddings W_E, PCA", f"PC 1{pct[0]} (embedding units)",
@@ -212,9 +221,9 @@ def embedding_directions(df, ax=None, **style):
         for r in sub.itertuples():
             ax.annotate(r.token, (r.gender, r.number), fontsize=7, xytext=(2, 2), textcoords="offset points")
     cos = df.attrs.get("cosine_between_directions")
-    title = "Embedding arithmetic: gender and number directions"
+    title = "Gender and number directions"
     if cos is not None:
-        title += f" (cosine between them {cos:.2f})"
+        title += f" (cosine between them: {cos:.2f})"
     return finish(ax, title, "projection on the gender direction, feminine − masculine (embedding units)",
                   "projection on the number direction, plural − singular (embedding units)", style)
 

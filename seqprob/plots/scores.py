@@ -75,8 +75,8 @@ def surprisal(df, seq=0, models=None, ax=None, **style):
         raise InputError(f"surprisal(): models {missing} are not in the DataFrame", value=missing)
     total = style.get("width", 0.8)
     width = total / max(len(names), 1)
-    ymax = finite_max(-sub["logprob"] / math.log(2), 1.0) * 1.15
-    bad_x, bad_v = [], []
+    ymax = max(finite_max(-sub["logprob"] / math.log(2), 1.0), 0.5) * 1.15
+    bad_x, bad_v, bad_tx = [], [], []
     for i, name in enumerate(names):
         rows = sub[sub["model"] == name].set_index("position").reindex(positions)
         lp = rows["logprob"].to_numpy(dtype=float)
@@ -85,7 +85,8 @@ def surprisal(df, seq=0, models=None, ax=None, **style):
         ax.bar(xi[ok], -lp[ok] / math.log(2), width=width, color=color(i), label=name)
         bad_x += list(xi[~ok])
         bad_v += list(lp[~ok])
-    mark_impossible(ax, bad_x, ymax * 1.05, bad_v)
+        bad_tx += list(x[~ok])
+    mark_impossible(ax, bad_x, ymax * 1.05, bad_v, text_xs=bad_tx)
     ax.set_ylim(0, ymax * (1.6 if bad_x else 1.0))
     labels = sub.drop_duplicates("position").set_index("position").reindex(positions)["token"]
     ax.set_xticks(x, [str(t) for t in labels], rotation=45 if len(x) > 8 else 0, ha="right" if len(x) > 8 else "center")
@@ -230,7 +231,7 @@ def next_token(logprobs, tokens=None, temperatures=(0.5, 1.0, 2.0), k: int = 10,
     width = 0.8 / len(temperatures)
     for i, t in enumerate(temperatures):
         p = next_token_probs(row, temperature=t, top_p=top_p)  # (V,)
-        h = float(-(p[p > 0] * np.log2(p[p > 0])).sum())
+        h = max(0.0, float(-(p[p > 0] * np.log2(p[p > 0])).sum()))
         ax.bar(np.arange(len(top)) - 0.4 + width * (i + 0.5), p[top], width=width, color=color(i),
                label=f"T = {t:g}: entropy H = {h:.2f} bits")
     ax.set_xticks(np.arange(len(top)), [labels[j] for j in top], rotation=45 if len(top) > 6 else 0,

@@ -131,7 +131,7 @@ class ProbabilisticGrammar(BaseLanguageModel):
     --------
     >>> g = ProbabilisticGrammar({"start": "S", "states": {
     ...     "S": {"arcs": [["a", 0.5, "S"]], "stop": 0.5}}})
-    >>> float(np.exp(g.sentence_logprob("a a")))
+    >>> round(float(np.exp(g.sentence_logprob("a a"))), 12)
     0.125
     """
 
@@ -182,6 +182,8 @@ class ProbabilisticGrammar(BaseLanguageModel):
         emission[:, self.vocab_.eos_id] = stop
         self._emission = _readonly(emission)
         self._trans = sparse.csr_matrix((prob, (wid * S + src, dst)), shape=(V * S, S))  # rows (w, i)
+        self._trans.sum_duplicates()
+        self._trans.indptr = self._trans.indptr.astype(np.int64)
         self.deterministic = len(np.unique(wid * S + src)) == len(src)
         self._build_sampler(S)
         self._uniform = np.full(V, -np.inf)
@@ -215,17 +217,29 @@ class ProbabilisticGrammar(BaseLanguageModel):
         return belief
 
     def _advance(self, belief: np.ndarray, words: np.ndarray) -> np.ndarray:
-        """Unnormalized b A_w for each row: (B, S), (B,) -> (B, S)."""
-        S = len(self.states)
-        rows, cols = np.nonzero(belief)
-        picker = sparse.csr_matrix((belief[rows, cols], (rows, words[rows] * S + cols)),
-                                   shape=(belief.shape[0], self._trans.shape[0]))  # (B, V*S)
-        return np.asarray((picker @ self._trans).todense())  # (B, S)
+        """Unnormalized b A_w for each row: (B, S), (B,) -> (B, S).
+
+        Gathers, for every non-zero belief entry (r, i), the arcs of row (w_r, i) of the CSR
+        transition table, and scatters their mass onto (r, target) with one bincount.
+        """
+        B, S = belief.shape
+        trans = self._trans
+        rows, cols = np.divmod(np.flatnonzero(belief.ravel() != 0), S)  # (N,) 1-D nonzero is fast
+        key = words[rows] * S + cols  # (N,) row of the (w, i) table
+        lo, counts = trans.indptr[key], trans.indptr[key + 1] - trans.indptr[key]  # (N,)
+        owner = np.repeat(np.arange(len(key)), counts)  # (M,) which entry each arc belongs to
+        pos = lo[owner] + np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)  # (M,)
+        mass = belief[rows[owner], cols[owner]] * trans.data[pos]  # (M,)
+        flat = rows[owner] * S + trans.indices[pos]  # (M,)
+        out = np.bincount(flat, weights=mass, minlength=B * S)  # int64 when nothing is left
+        return out.astype(np.float64, copy=False).reshape(B, S)
 
     @staticmethod
     def _normalize(belief: np.ndarray) -> np.ndarray:
+        """Rows divided by their mass, in place; rows of zero mass (impossible prefixes) stay 0."""
         mass = belief.sum(axis=1, keepdims=True)  # (B, 1)
-        return np.divide(belief, mass, out=np.zeros_like(belief), where=mass > 0)
+        np.divide(belief, mass, out=belief, where=mass > 0)
+        return belief
 
     def _rows(self, belief: np.ndarray) -> np.ndarray:
         """Log next-token distributions (B, V) from normalized beliefs (B, S)."""
@@ -251,12 +265,15 @@ class ProbabilisticGrammar(BaseLanguageModel):
         return out
 
     def _token_logprobs(self, batch: np.ndarray) -> np.ndarray:
-        out = np.empty((batch.shape[0], batch.shape[1] - 1))  # (B, T)
+        B, S = batch.shape[0], len(self.states)
+        out = np.empty((B, batch.shape[1] - 1))  # (B, T)
         for t, belief in enumerate(self._beliefs(batch[:, :-1])):
             nxt = batch[:, t + 1]
-            p = np.einsum("bs,sb->b", belief, self._emission[:, nxt])  # (B,)
+            rows, cols = np.divmod(np.flatnonzero(belief.ravel() != 0), S)  # (N,)
+            p = np.bincount(rows, weights=belief[rows, cols] * self._emission[cols, nxt[rows]], minlength=B)
+            alive = np.bincount(rows, minlength=B) > 0  # (B,)
             with np.errstate(divide="ignore"):
-                out[:, t] = np.where(belief.any(axis=1), np.log(p), self._uniform[nxt])
+                out[:, t] = np.where(alive, np.log(p), self._uniform[nxt])
         return out
 
     def _start(self, ids: tuple) -> GrammarState:
@@ -299,7 +316,10 @@ class ProbabilisticGrammar(BaseLanguageModel):
         for length in np.unique(lengths):
             idx = np.flatnonzero(lengths == length)
             for chunk in np.array_split(idx, max(1, len(idx) // 4096)):
-                batch = np.array([[bos, *sentences[i], eos] for i in chunk], dtype=np.int64)  # (B, L+2)
+                batch = np.full((len(chunk), length + 2), eos, dtype=np.int64)  # (B, L+2)
+                batch[:, 0] = bos
+                if length:
+                    batch[:, 1:-1] = np.stack([sentences[i] for i in chunk])
                 out[chunk] = self._token_logprobs(batch).sum(axis=1)
         return out
 

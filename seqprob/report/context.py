@@ -1,0 +1,187 @@
+"""What a report is built from: the text, the true source (if known), the model, the baselines."""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InputError
+
+__all__ = ["ReportContext", "build_context", "EXAMPLE_SENTENCES", "QUICK", "FULL"]
+
+log = logging.getLogger(__name__)
+
+#: The three sentences of the seed: likely, impossible, a fact.
+EXAMPLE_SENTENCES = ("the cat sat on the mat", "the cat sat zx oj squid", "paris is the capital of france")
+
+#: Sizes of a quick report (< 30 s) and of a full one.
+QUICK = {"n_train": 1500, "n_test": 200, "orders": (1, 2, 3, 4), "demo_steps": 60, "n_calibration": 150}
+FULL = {"n_train": 10000, "n_test": 1000, "orders": (1, 2, 3, 4, 5), "demo_steps": 600, "n_calibration": 1000}
+
+
+@dataclass
+class ReportContext:
+    """Everything the sections read; ``settings`` is printed in the report as given."""
+
+    model: object
+    model_name: str
+    tokenizer: object
+    train_lines: list
+    test_lines: list
+    truth: object = None
+    baselines: dict = field(default_factory=dict)
+    history: object = None
+    history_note: str = ""
+    settings: dict = field(default_factory=dict)
+    sentences: tuple = EXAMPLE_SENTENCES
+    probe_sentence: str = "the cat that the dogs chase sleeps"
+    prompt: str = "the cat"
+    sizes: dict = field(default_factory=dict)
+
+    def models(self) -> dict:
+        """Every model to compare, the truth first (when known) and the main model last."""
+        out = {"truth P*": self.truth} if self.truth is not None else {}
+        out.update(self.baselines)
+        if self.model is not None:
+            out[self.model_name] = self.model
+        return out
+
+
+def _stream(tokenizer, lines) -> np.ndarray:
+    """Sentences as one id stream ``<s> w .. </s> <s> w .. </s>`` for training a GPT."""
+    v = tokenizer.vocab
+    out: list = []
+    for line in lines:
+        out += [v.bos_id, *tokenizer.encode(line), v.eos_id]
+    return np.asarray(out, dtype=np.int64)
+
+
+def train_demo_gpt(tokenizer, train_lines, test_lines, steps: int, seed: int = 0):
+    """A small GPT trained for ``steps`` steps: (model, history). Used when no trained model
+    (or no training history) is at hand, so the learning curves always have a real run."""
+    from ..gpt import GPT, GPTConfig
+    from ..training import train
+
+    cfg = GPTConfig(vocab_size=len(tokenizer.vocab), block_size=32, n_layer=2, n_head=2, n_embd=32)
+    model = GPT(cfg, seed=seed, tokenizer=tokenizer)
+    history = train(model, _stream(tokenizer, train_lines), steps=steps, batch_size=16, lr=1e-2,
+                    seed=seed, val_ids=_stream(tokenizer, test_lines), eval_every=max(1, steps // 6),
+                    progress=False)
+    return model, history
+
+
+def _default_model():
+    try:
+        from .. import default_model
+    except ImportError:
+        return None
+    try:
+        return default_model()
+    except (OSError, ValueError) as exc:  # shipped weights missing or unreadable
+        log.warning("the default model could not be loaded (%s): training a small one", exc)
+        return None
+
+
+def _fit_baselines(tokenizer, train_lines, orders) -> dict:
+    import warnings
+
+    from ..ngram import MLE, AddK, ModifiedKneserNey
+
+    specs = {"mle3": MLE(order=3), "addk3": AddK(order=3, k=0.1), "kn3": ModifiedKneserNey(order=3),
+             f"kn{max(orders)}": ModifiedKneserNey(order=max(orders))}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tiny corpora: discount fallbacks are expected
+        return {name: m.fit(train_lines, tokenizer=tokenizer) for name, m in specs.items()}
+
+
+def _read_corpus(path, seed: int):
+    from .._io import read_lines
+
+    lines = [t for t in read_lines(path) if t]
+    if len(lines) < 10:
+        raise InputError(f"corpus {str(path)!r} has {len(lines)} non-empty lines: a report needs at least 10",
+                         value=len(lines), limit=10)
+    order = np.random.default_rng(seed).permutation(len(lines))
+    n_test = max(1, len(lines) // 10)
+    return [lines[i] for i in order[n_test:]], [lines[i] for i in order[:n_test]]
+
+
+def build_context(model=None, corpus=None, quick: bool = False, seed: int = 0, model_name: str | None = None,
+                  baselines=None, history=None, need_model: bool = True,
+                  need_history: bool = True) -> ReportContext:
+    """Gather the report's inputs.
+
+    Parameters
+    ----------
+    model : LanguageModel, optional
+        Default: :func:`seqprob.default_model`; if it is unavailable, a small GPT trained here.
+    corpus : path, optional
+        A text file, one sentence per line (90 % train, 10 % held out). Default: sentences
+        sampled from :func:`seqprob.truth.toy_english`, whose exact P* is then in every table.
+    quick : bool
+        Small sizes (:data:`QUICK`), for a report in seconds.
+    baselines : dict of name -> fitted model, optional
+        Default: n-grams (MLE, add-k, modified Kneser-Ney) fit on the training text.
+    history : pandas.DataFrame, optional
+        Training history of ``model`` (default: ``model.history_`` if it has one).
+    need_model, need_history : bool
+        Whether the sections to run need the model / a training history (without one, a small
+        GPT is trained here for the learning curves).
+    """
+    t0 = time.perf_counter()
+    sizes = dict(QUICK if quick else FULL)
+    truth = None
+    if corpus is None:
+        from ..truth import toy_english
+
+        truth = toy_english()
+        train_lines = truth.sample(sizes["n_train"], seed=seed)
+        test_lines = truth.sample(sizes["n_test"], seed=seed + 1)
+        tokenizer = truth.tokenizer
+        source = f"toy_english(): {sizes['n_train']} training and {sizes['n_test']} held-out samples"
+    else:
+        from ..tokenizers import WhitespaceTokenizer
+
+        train_lines, test_lines = _read_corpus(corpus, seed)
+        tokenizer = WhitespaceTokenizer.fit(train_lines)
+        source = f"{corpus}: {len(train_lines)} training and {len(test_lines)} held-out lines"
+    ctx = ReportContext(model=None, model_name=model_name or "model", tokenizer=tokenizer,
+                        train_lines=train_lines, test_lines=test_lines, truth=truth, sizes=sizes)
+    if need_model or need_history:
+        _choose_model(ctx, model, history, sizes, seed, need_history)
+    ctx.baselines = dict(baselines) if baselines is not None else _fit_baselines(tokenizer, train_lines, sizes["orders"])
+    if truth is None:
+        ctx.sentences = (*test_lines[:2], EXAMPLE_SENTENCES[1])
+        ctx.probe_sentence = test_lines[0]
+        ctx.prompt = " ".join(test_lines[0].split()[:2])
+    ctx.settings = {"mode": "quick" if quick else "full", "seed": seed, "text": source,
+                    "model": ctx.model_name if ctx.model is not None else "(not needed)",
+                    "model type": repr(ctx.model), "baselines": ", ".join(ctx.baselines),
+                    "n-gram orders (sparsity)": ", ".join(map(str, sizes["orders"])),
+                    "training history": ctx.history_note, **{f"size: {k}": v for k, v in sizes.items()},
+                    "setup seconds": round(time.perf_counter() - t0, 2)}
+    return ctx
+
+
+def _choose_model(ctx: ReportContext, model, history, sizes: dict, seed: int, need_history: bool) -> None:
+    if model is None:
+        model = _default_model() if ctx.truth is not None else None
+        if model is not None:
+            ctx.model_name = "default GPT"
+    if history is None and model is not None:
+        history = getattr(model, "history_", None)
+        if history is not None:
+            ctx.history_note = "the model's own training history"
+    else:
+        ctx.history_note = "given" if history is not None else ""
+    if model is None or (history is None and need_history):
+        demo, demo_history = train_demo_gpt(ctx.tokenizer, ctx.train_lines, ctx.test_lines,
+                                            sizes["demo_steps"], seed)
+        if model is None:
+            model, ctx.model_name = demo, f"GPT ({sizes['demo_steps']} steps here)"
+        history = demo_history
+        ctx.history_note = (f"a small demonstration GPT (2 layers, 32 dims) trained here for "
+                            f"{sizes['demo_steps']} steps on the training text")
+    ctx.model, ctx.history = model, history
