@@ -4,7 +4,8 @@ P(x_1 .. x_T) = prod_t P(x_t | x_0 .. x_{t-1}), x_0 = <s>. Every model (numpy GP
 tables, ARPA files, the exact toy language) plugs into one contract and one set of scoring,
 sampling and plotting tools.
 """
-from . import analysis, functional
+from . import analysis, functional, ngram
+from .arpa import ArpaModel, read_arpa, write_arpa
 from .errors import (ArpaFormatError, CheckpointError, ContextLengthError, GrammarError, InputError,
                      NotFittedError, SeqProbError, TokenIdError, TokenizerError, UnknownTokenizerError)
 from .protocols import LanguageModel
@@ -19,7 +20,7 @@ from .vocab import Vocab
 __version__ = "0.1.0"
 
 __all__ = [
-    "functional", "LanguageModel", "Vocab",
+    "functional", "ngram", "LanguageModel", "Vocab", "ArpaModel", "read_arpa", "write_arpa",
     "Tokenizer", "WhitespaceTokenizer", "CharTokenizer", "BPETokenizer", "TiktokenTokenizer",
     "load_tokenizer",
     "UniformModel", "JointTable", "lookup_table_size", "ProbabilisticGrammar", "toy_english", "analysis",

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import io
 import os
 import sys
 import tempfile
@@ -73,21 +72,22 @@ def read_lines(source, strip: bool = True) -> Iterator[str]:
 
 
 def _read_file_lines(path: str, strip: bool) -> Iterator[str]:
+    """Decode line by line (not by buffered block) so a bad byte is reported on its own line."""
     if path == "-":
-        handle = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="strict")
+        handle = sys.stdin.buffer
     else:
         try:
-            opener = gzip.open if path.endswith(".gz") else open
-            handle = opener(path, "rt", encoding="utf-8", errors="strict")
+            handle = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
         except OSError as exc:
             raise SeqProbFileError(f"cannot read corpus {path!r}: {exc.strerror or exc}", path=path) from exc
-    lineno = 0
     try:
-        for lineno, line in enumerate(handle, start=1):
-            yield line.strip() if strip else line.rstrip("\n")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path!r} line {lineno + 1}: not valid UTF-8 ({exc.reason} at byte {exc.start})",
-                         path=path, line=lineno + 1) from exc
+        for lineno, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{path!r} line {lineno}: not valid UTF-8 ({exc.reason} at byte {exc.start})",
+                                 path=path, line=lineno) from exc
+            yield line.strip() if strip else line.rstrip("\r\n")
     except (OSError, EOFError) as exc:
         raise SeqProbFileError(f"cannot read corpus {path!r}: {exc}", path=path) from exc
     finally:

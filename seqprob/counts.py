@@ -118,14 +118,14 @@ class KeyHash:
         probe = 0
         while len(pending):
             slot = (home[pending] + probe) & self.mask
-            free = self.table[slot, 0] == -1
-            cand, slot = pending[free], slot[free]
-            self.table[slot, 1] = cand  # several keys may race for a slot: the last one wins
-            won = self.table[slot, 1] == cand
-            self.table[slot[won], 0] = keys[cand[won]]
-            placed = np.zeros(len(keys), dtype=bool)
-            placed[cand[won]] = True
-            pending = pending[~placed[pending]]
+            free = np.flatnonzero(self.table[slot, 0] == -1)
+            cand, fslot = pending[free], slot[free]
+            self.table[fslot, 1] = cand  # several keys may race for a slot: the last one wins
+            won = self.table[fslot, 1] == cand
+            self.table[fslot[won], 0] = keys[cand[won]]
+            keep = np.ones(len(pending), dtype=bool)
+            keep[free[won]] = False
+            pending = pending[keep]
             probe += 1
 
     def _hash(self, keys: np.ndarray) -> np.ndarray:

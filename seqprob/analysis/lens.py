@@ -88,8 +88,8 @@ def logit_lens(model, text_or_ids, tokenizer=None, eos: bool = True):
     --------
     >>> from seqprob.gpt import GPT, GPTConfig
     >>> m = GPT(GPTConfig(vocab_size=9, block_size=8, n_layer=2, n_head=2, n_embd=8), bos_id=0, eos_id=1)
-    >>> logit_lens(m, [3, 4]).groupby("layer").size().tolist()
-    [2, 2, 2]
+    >>> logit_lens(m, [3, 4]).groupby("layer").size().tolist()  # 3 predictions: 3, 4, </s>
+    [3, 3, 3]
     """
     import pandas as pd
 

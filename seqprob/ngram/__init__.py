@@ -4,8 +4,8 @@ Every estimator follows scikit-learn conventions (``__init__`` stores settings, 
 self, learned attributes end in ``_``) and the :class:`~seqprob.protocols.LanguageModel`
 contract.
 
->>> from seqprob.ngram import ModifiedKneserNey
->>> lm = ModifiedKneserNey(order=2).fit(["a b c", "a c b", "b a c a", "c c a b"] * 3 + ["b b", "a"])
+>>> from seqprob.ngram import WittenBell
+>>> lm = WittenBell(order=2).fit(["a b c", "a c b", "b a c a"])
 >>> lm.token_logprobs([1, 3, 4, 2]).shape
 (3,)
 """

@@ -125,9 +125,9 @@ class KneserNey(AbsoluteDiscount):
 
     Examples
     --------
-    >>> m = KneserNey(order=2).fit(["a b a", "b a b"])
-    >>> len(m.discounts_)
-    2
+    >>> m = KneserNey(order=2, discount=0.5).fit(["a b a", "b a b"])
+    >>> m.discounts_
+    [0.5, 0.5]
     """
 
     _counts_name = "Kneser-Ney"
@@ -179,8 +179,7 @@ class ModifiedKneserNey(NGramModel):
 
     Examples
     --------
-    >>> lines = ["a b c", "a c b", "b a c a", "c c a b"] * 3 + ["b b", "a"]
-    >>> m = ModifiedKneserNey(order=2).fit(lines)
+    >>> m = ModifiedKneserNey(order=2, discounts=[(0.5, 1, 1.5)] * 2).fit(["a b c", "a c b"])
     >>> m.vocab.tokens[:4]
     ('<unk>', '<s>', '</s>', 'a')
     """

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ..errors import InputError
-from ._style import IMPOSSIBLE_COLOR, check_frame, color, finish, mark_impossible, new_axes
+from ._style import IMPOSSIBLE, check_frame, color, finish, mark_impossible, new_axes
 
 __all__ = ["learning_curves", "sparsity"]
 
@@ -77,10 +77,9 @@ def learning_curves(history, baselines=None, true_entropy=None, ax=None, x: str 
                    label=f"true entropy H(P*): {te * s:.3f} {unit}/token")
     if bad:
         low, top = ax.get_ylim()
-        mark_impossible(ax, [xmax] * len(bad), top, [-math.inf] * len(bad))
-        ax.annotate("; ".join(f"{name}: cross-entropy inf (a validation token has P = 0)" for name, _ in bad),
-                    (xmax, top), fontsize=7, color=IMPOSSIBLE_COLOR, ha="right", va="top",
-                    xytext=(-12, -4), textcoords="offset points")
+        mark_impossible(ax, [xmax] * len(bad), top, [-math.inf] * len(bad), label=False)
+        ax.lines[-1].set_label("; ".join(name for name, _ in bad)
+                               + f": {IMPOSSIBLE}, cross-entropy inf (a validation token has P = 0)")
         ax.set_ylim(low, top + 0.12 * (top - low))
     xlabel = "tokens seen (count)" if x == "tokens_seen" else f"{x} (count)"
     return finish(ax, "Learning curves", xlabel, f"cross-entropy ({unit}/token)", style)

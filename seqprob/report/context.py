@@ -68,7 +68,7 @@ def train_demo_gpt(tokenizer, train_lines, test_lines, steps: int, seed: int = 0
     model = GPT(cfg, seed=seed, tokenizer=tokenizer)
     history = train(model, _stream(tokenizer, train_lines), steps=steps, batch_size=16, lr=1e-2,
                     seed=seed, val_ids=_stream(tokenizer, test_lines), eval_every=max(1, steps // 6),
-                    progress=False)
+                    eval_windows=16, progress=False)
     return model, history
 
 

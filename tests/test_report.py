@@ -1,0 +1,134 @@
+"""`seqprob report`: every figure written (PNG + SVG) and embedded in one self-contained HTML
+page, settings included, clear errors; the page opens in headless Chromium with no broken image."""
+import base64
+import re
+import shutil
+import subprocess
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from seqprob.cli import main
+from seqprob.errors import SeqProbFileError
+from seqprob.report import SECTIONS, build_report
+
+#: Figures of a report on the toy language with a GPT.
+FIGURES = ["sentences", "next_token", "lookup_table", "sparsity", "learning_curves", "attention",
+           "logit_lens", "embeddings_pca", "analogy", "directions", "calibration"]
+
+CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"),
+                             "/usr/bin/chromium") if p and Path(p).is_file()), None)
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory):
+    """The acceptance command, once for the module: `seqprob report --out DIR --quick`."""
+    out = tmp_path_factory.mktemp("report")
+    assert main(["report", "--out", str(out), "--quick"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def page(report_dir):
+    return (report_dir / "report.html").read_text(encoding="utf-8")
+
+
+def _embedded_pngs(page: str) -> dict:
+    found = re.findall(r"<figure id='fig-([\w-]+)'><img alt='[^']*' src='data:image/png;base64,([^']+)'", page)
+    return {name: base64.b64decode(data) for name, data in found}
+
+
+def test_every_figure_is_embedded_and_written(report_dir, page):
+    pngs = _embedded_pngs(page)
+    assert sorted(pngs) == sorted(FIGURES)
+    assert page.count("<img ") == len(FIGURES)
+    for name, data in pngs.items():
+        assert data.startswith(b"\x89PNG\r\n\x1a\n"), name
+        assert (report_dir / f"{name}.png").read_bytes() == data
+        svg = (report_dir / f"{name}.svg").read_text(encoding="utf-8")
+        assert "<svg" in svg[:1000], name
+    assert "Not available" not in page  # a GPT on the toy language: every section applies
+
+
+def test_page_is_self_contained_with_settings_and_tables(page):
+    assert not re.search(r"(src|href)=['\"](https?:|//|file:)", page)  # nothing fetched from outside
+    assert "<section id='settings'>" in page and "quick" in page and "seed" in page
+    for key, title, *_ in SECTIONS:
+        assert f"<section id='{key}'>" in page
+    assert page.count("<table>") >= 8
+    assert "-inf" in page  # the impossible sentence is shown as such
+    assert "queen" in page  # the analogy is reported either way
+
+
+def test_no_temporary_files_left(report_dir):
+    assert not [p for p in report_dir.iterdir() if p.name.startswith(".")]
+
+
+def test_unwritable_output_folder(tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    assert main(["report", "--out", str(blocker / "sub"), "--quick"]) == 2
+    err = capsys.readouterr().err
+    assert "not writable" in err and "a_file" in err
+    with pytest.raises(SeqProbFileError, match="not writable"):
+        build_report(blocker / "sub", quick=True)
+
+
+def test_unknown_section(tmp_path, capsys):
+    assert main(["report", "--out", str(tmp_path), "--only", "nonsense"]) == 2
+    assert "nonsense" in capsys.readouterr().err
+
+
+def test_report_on_a_model_without_attention(tmp_path):
+    """An n-gram as the model: the transformer sections become notes, the rest is drawn."""
+    from seqprob.ngram import ModifiedKneserNey
+    from seqprob.truth import toy_english
+
+    truth = toy_english()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kn = ModifiedKneserNey(order=2).fit(truth.sample(300, seed=3), tokenizer=truth.tokenizer)
+    history = pd.DataFrame({"step": [1, 2], "tokens_seen": [10, 20], "train_loss": [3.0, 2.5],
+                            "val_loss": [float("nan"), 2.6]})
+    path = build_report(tmp_path, model=kn, model_name="kn2", quick=True, history=history,
+                        baselines={}, only=["sentences", "attention", "lens", "learning"], formats=("png",))
+    page = path.read_text(encoding="utf-8")
+    assert sorted(_embedded_pngs(page)) == ["learning_curves", "sentences"]
+    assert page.count("Not available for this model") == 2
+    assert "has no attention" in page
+    assert (tmp_path / "sentences.png").exists() and not (tmp_path / "sentences.svg").exists()
+
+
+_CHECK_SCRIPT = """<img alt='control-broken' src='data:image/png;base64,AAAA'>
+<script>
+window.addEventListener('load', function () {
+  var imgs = Array.prototype.slice.call(document.images);
+  var broken = imgs.filter(function (im) { return !im.complete || im.naturalWidth === 0; });
+  var div = document.createElement('div');
+  div.id = 'image-check';
+  div.textContent = 'images=' + imgs.length + ';broken=' + broken.map(function (im) { return im.alt; }).join(',') + ';';
+  document.body.appendChild(div);
+});
+</script>"""
+
+
+@pytest.mark.browser
+def test_report_opens_in_chromium_without_broken_images(report_dir, page, tmp_path):
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    # The report's own HTML plus a script that lists broken images; a deliberately broken
+    # control image proves the check can fail.
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.replace("</body>", _CHECK_SCRIPT + "</body>"), encoding="utf-8")
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+           "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    match = re.search(r'<div id="image-check">images=(\d+);broken=([^;]*);</div>', result.stdout)
+    assert match, f"no result from chromium (rc={result.returncode}): {result.stderr[-2000:]}"
+    assert int(match.group(1)) == len(FIGURES) + 1
+    assert match.group(2) == "control-broken", f"broken images: {match.group(2)}"
