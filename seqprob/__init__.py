@@ -6,6 +6,7 @@ sampling and plotting tools.
 """
 from . import analysis, functional, ngram
 from .arpa import ArpaModel, read_arpa, write_arpa
+from .gpt import GPT, GPTConfig
 from .errors import (ArpaFormatError, CheckpointError, ContextLengthError, GrammarError, InputError,
                      NotFittedError, SeqProbError, TokenIdError, TokenizerError, UnknownTokenizerError)
 from .protocols import LanguageModel
@@ -21,6 +22,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "functional", "ngram", "LanguageModel", "Vocab", "ArpaModel", "read_arpa", "write_arpa",
+    "GPT", "GPTConfig",
     "Tokenizer", "WhitespaceTokenizer", "CharTokenizer", "BPETokenizer", "TiktokenTokenizer",
     "load_tokenizer",
     "UniformModel", "JointTable", "lookup_table_size", "ProbabilisticGrammar", "toy_english", "analysis",

@@ -66,10 +66,22 @@ def train_demo_gpt(tokenizer, train_lines, test_lines, steps: int, seed: int = 0
 
     cfg = GPTConfig(vocab_size=len(tokenizer.vocab), block_size=32, n_layer=2, n_head=2, n_embd=32)
     model = GPT(cfg, seed=seed, tokenizer=tokenizer)
-    history = train(model, _stream(tokenizer, train_lines), steps=steps, batch_size=16, lr=1e-2,
-                    seed=seed, val_ids=_stream(tokenizer, test_lines), eval_every=max(1, steps // 6),
-                    eval_windows=16, progress=False)
+    with _one_blas_thread():  # tiny matrices: threads only add overhead (and thrash on a busy machine)
+        history = train(model, _stream(tokenizer, train_lines), steps=steps, batch_size=16, lr=1e-2,
+                        seed=seed, val_ids=_stream(tokenizer, test_lines), eval_every=max(1, steps // 6),
+                        eval_windows=16, progress=False)
     return model, history
+
+
+def _one_blas_thread():
+    """Limit BLAS to one thread when threadpoolctl is installed (an optional speed-up)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _default_model():

@@ -1,0 +1,42 @@
+"""``seqprob ppl``: corpus perplexity with KenLM's and SRILM's conventions."""
+from __future__ import annotations
+
+from ._common import add_format_option, load_model, load_tokenizer_arg, print_frame
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "ppl", help="perplexity of a test corpus (KenLM / SRILM conventions)",
+        description="Score TEST (one sentence per line, '-' = stdin, .gz accepted) with <s> as "
+                    "context and </s> predicted at the end of each line, and print: sentences, "
+                    "words, OOVs, the log10 total, KenLM's perplexity including and excluding "
+                    "OOVs and SRILM's ppl / ppl1.")
+    p.add_argument("test", metavar="TEST", help="test corpus")
+    p.add_argument("--model", help="ARPA file, GPT checkpoint folder or grammar spec (default: shipped GPT)")
+    p.add_argument("--tokenizer", help="tokenizer file (default: the model's own)")
+    p.add_argument("--per-sentence", action="store_true", help="also print one line per sentence")
+    add_format_option(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import pandas as pd
+
+    from .._io import read_lines
+    from ..scoring import evaluate, score, summarize
+
+    lines = [t for t in read_lines(args.test) if t]
+    model = load_model(args.model)
+    tok = load_tokenizer_arg(args.tokenizer, model)
+    if args.per_sentence:
+        per = summarize(score({"model": model}, lines, tokenizer=tok, distribution=False))
+        per = per.rename(columns={"seq": "sentence", "n_tokens": "tokens", "n_oov": "oovs"})
+        print_frame(per[["sentence", "tokens", "oovs", "log10prob", "perplexity", "text"]], args.format)
+    ev = evaluate(model, lines, tokenizer=tok)
+    rows = [("sentences", ev.n_sentences), ("words", ev.n_words), ("OOVs", ev.n_oov),
+            ("zero-probability words", ev.n_zeros), ("tokens scored", ev.n_tokens),
+            ("log10 total", ev.log10prob), ("perplexity including OOVs (KenLM)", ev.perplexity),
+            ("perplexity excluding OOVs (KenLM)", ev.perplexity_excl_oov),
+            ("ppl (SRILM)", ev.ppl), ("ppl1 (SRILM)", ev.ppl1), ("bits per token", ev.bits_per_token)]
+    print_frame(pd.DataFrame(rows, columns=["figure", "value"], dtype=object), args.format)
+    return 0
