@@ -5,11 +5,11 @@ import logging
 def shipped_model():
     """``seqprob.default_model()`` (a GPT trained on the toy language), or None if unavailable."""
     try:
-        from seqprob import default_model
+        from seqprob.defaults import default_model
     except ImportError:
         return None
     try:
         return default_model()
-    except (OSError, ValueError) as exc:
-        logging.getLogger(__name__).warning("the shipped model could not be loaded: %s", exc)
+    except (OSError, ValueError) as exc:  # the weights are not in this installation
+        logging.getLogger(__name__).warning("the shipped model is not available: %s", exc)
         return None

@@ -132,3 +132,19 @@ def test_report_opens_in_chromium_without_broken_images(report_dir, page, tmp_pa
     assert match, f"no result from chromium (rc={result.returncode}): {result.stderr[-2000:]}"
     assert int(match.group(1)) == len(FIGURES) + 1
     assert match.group(2) == "control-broken", f"broken images: {match.group(2)}"
+
+
+def test_analysis_scripts_are_thin_wrappers(tmp_path):
+    """analysis/fig_*.py build their part of the report with the installed package."""
+    import os
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    scripts = sorted(p.name for p in (root / "analysis").glob("*.py"))
+    assert "make_report.py" in scripts and len([s for s in scripts if s.startswith("fig_")]) >= 7
+    env = dict(os.environ, PYTHONPATH=str(root), MPLBACKEND="Agg")
+    result = subprocess.run([sys.executable, str(root / "analysis" / "fig_sparsity.py"), "--quick",
+                             "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(_embedded_pngs((tmp_path / "sparsity.html").read_text(encoding="utf-8"))) == \
+        ["lookup_table", "sparsity"]

@@ -85,15 +85,27 @@ def _one_blas_thread():
 
 
 def _default_model():
+    """The shipped GPT and its training history (``history.csv`` beside the weights), or
+    (None, None) when this installation has no default model."""
     try:
-        from .. import default_model
+        from ..defaults import _model_dir, default_model
     except ImportError:
-        return None
+        return None, None
     try:
-        return default_model()
+        model = default_model()
     except (OSError, ValueError) as exc:  # shipped weights missing or unreadable
         log.warning("the default model could not be loaded (%s): training a small one", exc)
-        return None
+        return None, None
+    history = getattr(model, "history_", None)
+    if history is None:
+        import pandas as pd
+
+        try:
+            with (_model_dir() / "history.csv").open("r", encoding="utf-8") as fh:
+                history = pd.read_csv(fh)
+        except (OSError, ValueError):
+            history = None
+    return model, history
 
 
 def _fit_baselines(tokenizer, train_lines, orders) -> dict:
@@ -178,22 +190,21 @@ def build_context(model=None, corpus=None, quick: bool = False, seed: int = 0, m
 
 
 def _choose_model(ctx: ReportContext, model, history, sizes: dict, seed: int, need_history: bool) -> None:
-    if model is None:
-        model = _default_model() if ctx.truth is not None else None
+    """The model to report on and a training history for the learning curves."""
+    note = "given" if history is not None else ""
+    if model is None and ctx.truth is not None:
+        model, shipped = _default_model()
         if model is not None:
             ctx.model_name = "default GPT"
-    if history is None and model is not None:
-        history = getattr(model, "history_", None)
-        if history is not None:
-            ctx.history_note = "the model's own training history"
-    else:
-        ctx.history_note = "given" if history is not None else ""
+            if history is None and shipped is not None:
+                history, note = shipped, "the training run of the shipped default model"
+    if history is None and model is not None and getattr(model, "history_", None) is not None:
+        history, note = model.history_, "the model's own training history"
     if model is None or (history is None and need_history):
-        demo, demo_history = train_demo_gpt(ctx.tokenizer, ctx.train_lines, ctx.test_lines,
-                                            sizes["demo_steps"], seed)
+        demo, history = train_demo_gpt(ctx.tokenizer, ctx.train_lines, ctx.test_lines, sizes["demo_steps"], seed)
         if model is None:
             model, ctx.model_name = demo, f"GPT ({sizes['demo_steps']} steps here)"
-        history = demo_history
-        ctx.history_note = (f"a small demonstration GPT (2 layers, 32 dims) trained here for "
-                            f"{sizes['demo_steps']} steps on the training text")
+        note = (f"a small demonstration GPT (2 layers, 32 dims) trained here for {sizes['demo_steps']} "
+                "steps on the training text")
+    ctx.history_note = note
     ctx.model, ctx.history = model, history

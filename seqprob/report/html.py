@@ -19,7 +19,7 @@ figure{margin:1em 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{font-size:.9em;color:#555}
 table{border-collapse:collapse;font-size:.85em;margin:.6em 0 1.2em}
 th,td{border:1px solid #ddd;padding:.25em .6em;text-align:right}th{background:#f4f4f4}
-td:first-child,th:first-child{text-align:left}.note{background:#fff8e1;padding:.4em .8em;border-left:4px solid #E69F00}
+td:first-child,th:first-child,td.t{text-align:left}.note{background:#fff8e1;padding:.4em .8em;border-left:4px solid #E69F00}
 nav ul{columns:2}.muted{color:#777;font-size:.85em}
 """
 
@@ -42,10 +42,14 @@ def _cell(value) -> str:
     return str(value)
 
 
+def _td(value) -> str:
+    numeric = isinstance(value, (int, float)) and not isinstance(value, bool) or hasattr(value, "dtype")
+    return f"<td>{html.escape(_cell(value))}</td>" if numeric else f"<td class='t'>{html.escape(_cell(value))}</td>"
+
+
 def _table(caption: str, df) -> str:
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in row) + "</tr>"
-                   for row in df.itertuples(index=False))
+    body = "".join("<tr>" + "".join(_td(v) for v in row) + "</tr>" for row in df.itertuples(index=False))
     return (f"<table><caption>{html.escape(caption)}</caption><thead><tr>{head}</tr></thead>"
             f"<tbody>{body}</tbody></table>")
 

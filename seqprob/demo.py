@@ -1,0 +1,234 @@
+"""``seqprob demo``: the whole story on the toy language, in well under a minute.
+
+Samples a training corpus from the true distribution P*, fits n-gram tables (orders 1-5: MLE,
+add-k, modified Kneser-Ney), loads the shipped GPT, scores the example sentences under P* and
+every model, compares held-out cross-entropy with the true entropy, and writes figures and a
+short report to an output folder.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ._io import atomic_write, ensure_writable_dir
+
+__all__ = ["run_demo", "DemoResult", "EXAMPLES", "AGREEMENT_PAIR"]
+
+log = logging.getLogger(__name__)
+
+EXAMPLES = ("the cat sat on the mat", "the cat sat zx oj squid", "paris is the capital of france")
+#: Subject and verb separated by a relative clause: more words apart than a trigram sees.
+AGREEMENT_PAIR = ("the cat that the dogs chase sleeps", "the cat that the dogs chase sleep")
+ORDERS = (1, 2, 3, 4, 5)
+
+
+@dataclass
+class DemoResult:
+    """What the demo computed: the tables it printed and the files it wrote."""
+
+    out: Path
+    sentences: object          # DataFrame: log P of each example under each model
+    surprisal: object          # DataFrame: per-token surprisal (bits) under selected models
+    heldout: object            # DataFrame: held-out cross-entropy per model vs the true entropy
+    agreement: object          # DataFrame: long-range agreement accuracy per model
+    files: list = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _fit_ngrams(lines, tokenizer, orders) -> dict:
+    from . import ngram
+    from .ngram import DiscountFallbackWarning
+
+    models = {}
+    with warnings.catch_warnings():
+        # a 200-word language has too few singleton types for some orders' discounts: the
+        # KenLM-style fallback is expected here and not news to a demo user
+        warnings.simplefilter("ignore", DiscountFallbackWarning)
+        for n in orders:
+            models[f"mle-{n}"] = ngram.MLE(order=n).fit(lines, tokenizer=tokenizer)
+            models[f"addk-{n}"] = ngram.AddK(order=n, k=0.01).fit(lines, tokenizer=tokenizer)
+            models[f"mkn-{n}"] = ngram.ModifiedKneserNey(order=n).fit(lines, tokenizer=tokenizer)
+    return models
+
+
+def _gpt(retrain: bool, quick: bool, seed: int, progress: bool):
+    from .defaults import DEFAULT_RECIPE, QUICK_RECIPE, default_model, train_default_model
+
+    if not retrain:
+        return default_model(), None
+    from dataclasses import replace
+
+    recipe = replace(QUICK_RECIPE if quick else DEFAULT_RECIPE, seed=seed)
+    return train_default_model(recipe=recipe, progress=progress)
+
+
+def _sentence_table(models: dict, tokenizer):
+    from .scoring import score, summarize
+
+    texts = list(EXAMPLES) + list(AGREEMENT_PAIR)
+    df = score(models, texts, tokenizer=tokenizer, distribution=False)
+    table = summarize(df).pivot(index="model", columns="text", values="logprob")
+    return table.loc[list(models), texts]
+
+
+def _surprisal_table(df, names: list):
+    sub = df[df.model.isin(names) & (df.seq < len(EXAMPLES))]
+    wide = sub.pivot_table(index=["seq", "position", "token"], columns="model", values="surprisal_bits",
+                           sort=True)
+    return wide[names]
+
+
+def _heldout_table(models: dict, heldout, tokenizer, true_entropy: float):
+    import pandas as pd
+
+    from .scoring import evaluate
+
+    rows = []
+    for name, model in models.items():
+        ev = evaluate(model, heldout, tokenizer=tokenizer)
+        rows.append({"model": name, "nats_per_token": -ev.logprob / ev.n_tokens,
+                     "bits_per_token": ev.bits_per_token, "perplexity": ev.perplexity})
+    table = pd.DataFrame(rows)
+    truth_ce = float(table.loc[table.model == "P*", "nats_per_token"].iloc[0])
+    table["kl_to_truth_nats"] = table["nats_per_token"] - truth_ce  # same sample: an unbiased KL estimate
+    exact = {"model": "H(P*) exact", "nats_per_token": true_entropy,
+             "bits_per_token": true_entropy / math.log(2), "perplexity": math.exp(true_entropy),
+             "kl_to_truth_nats": float("nan")}
+    return pd.concat([table, pd.DataFrame([exact])], ignore_index=True)
+
+
+def _agreement_table(models: dict, names: list, n: int, seed: int):
+    import pandas as pd
+
+    from .analysis import agreement_test
+
+    rows = []
+    for name in names:
+        res = agreement_test(models[name], n=n, seed=seed)
+        rows.append({"model": name, "accuracy": res.accuracy, "ci_low": res.ci_low,
+                     "ci_high": res.ci_high, "pairs": n})
+    return pd.DataFrame(rows)
+
+
+def _figures(out: Path, models: dict, truth, lines, heldout, history, baselines: dict) -> list:
+    """Every figure the demo can draw, as PNG files in ``out``; returns their paths."""
+    from . import plots
+    from .analysis import sparsity_curve
+    from .scoring import score
+
+    focus = {k: models[k] for k in ("P*", "mkn-3", "gpt")}
+    df = score(focus, list(EXAMPLES), tokenizer=truth.tokenizer)
+    figures = {
+        "sentences_surprisal.png": plots.sentence_comparison(df),
+        "chain_rule_cumulative.png": plots.cumulative_logprob(df, seq=0).figure,
+        "lookup_table_size.png": plots.lookup_table(vocab_sizes=(len(truth.vocab), 50_257)).figure,
+        "ngram_sparsity.png": plots.sparsity(sparsity_curve(lines, heldout, orders=ORDERS,
+                                                             tokenizer=truth.tokenizer)).figure,
+    }
+    if history is not None:
+        figures["learning_curves.png"] = plots.learning_curves(
+            history, baselines=baselines, true_entropy=truth.entropy().per_token).figure
+    paths = []
+    for name, fig in figures.items():
+        path = out / name
+        with atomic_write(path, "wb") as handle:
+            fig.savefig(handle, format="png", dpi=110, bbox_inches="tight")
+        paths.append(path)
+    return paths
+
+
+def _fmt(df) -> str:
+    return df.to_string(float_format=lambda v: f"{v:.3f}")
+
+
+def _report_text(result: DemoResult, settings: dict) -> str:
+    parts = ["# seqprob demo report", "",
+             "Settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()), "",
+             "## log P (nats) of the example sentences", "", "```", _fmt(result.sentences), "```", "",
+             "## Per-token surprisal (bits)", "", "```", _fmt(result.surprisal), "```", "",
+             "## Held-out cross-entropy vs the true entropy", "", "```",
+             _fmt(result.heldout.set_index("model")), "```", "",
+             "## Long-range subject-verb agreement", "", "```",
+             _fmt(result.agreement.set_index("model")), "```", "", "## Figures", ""]
+    parts += [f"![{p.stem}]({p.name})" for p in result.files if p.suffix == ".png"]
+    return "\n".join(parts) + "\n"
+
+
+def _shipped_history():
+    """Training history saved beside the default model, if present."""
+    from importlib import resources
+
+    import pandas as pd
+
+    path = resources.files("seqprob") / "data" / "default_gpt" / "history.csv"
+    if not path.is_file():
+        return None
+    with resources.as_file(path) as local:
+        return pd.read_csv(local)
+
+
+def run_demo(out="seqprob-demo", seed: int = 0, quick: bool = False, retrain: bool = False,
+             progress: bool = True, echo=print) -> DemoResult:
+    """Run the demo; print its tables with ``echo`` and write figures + ``report.md`` to ``out``.
+
+    Parameters
+    ----------
+    out : str or Path
+        Output folder (created; must be writable: checked before any work is done).
+    seed : int
+        Seed of the sampled corpora (and of the GPT when retraining).
+    quick : bool
+        Smaller corpora and fewer agreement pairs (a few seconds).
+    retrain : bool
+        Train the GPT from scratch instead of loading the shipped one (minutes; with
+        ``quick``, a tiny model in seconds).
+    """
+    from .scoring import score
+    from .truth import toy_english
+
+    start = time.perf_counter()
+    out = ensure_writable_dir(out)
+    truth = toy_english()
+    n_train, n_test, n_pairs = (3_000, 300, 100) if quick else (20_000, 1_000, 300)
+    lines = truth.sample(n_train, seed=seed)
+    heldout = truth.sample(n_test, seed=seed + 10_000)
+    echo(f"P* = toy_english(): {len(truth.vocab)} tokens; sampled {n_train} training and "
+         f"{n_test} held-out sentences (seed {seed})")
+    models = {"P*": truth, **_fit_ngrams(lines, truth.tokenizer, ORDERS)}
+    gpt, history = _gpt(retrain, quick, seed, progress)
+    models["gpt"] = gpt
+    history = history if history is not None else _shipped_history()
+    sentences = _sentence_table(models, truth.tokenizer)
+    scored = score(models, list(EXAMPLES), tokenizer=truth.tokenizer, distribution=False)
+    surprisal = _surprisal_table(scored, ["P*", "mle-3", "addk-3", "mkn-3", "mkn-5", "gpt"])
+    heldout_table = _heldout_table(models, heldout, truth.tokenizer, truth.entropy().per_token)
+    agreement = _agreement_table(models, ["P*", "mkn-3", "mkn-5", "gpt"], n_pairs, seed)
+    result = DemoResult(out, sentences, surprisal, heldout_table, agreement)
+    baselines = {k: float(heldout_table.set_index("model").loc[k, "nats_per_token"]) for k in ("mkn-3", "mkn-5")}
+    result.files = _figures(out, models, truth, lines, heldout, history, baselines)
+    settings = {"seed": seed, "quick": quick, "retrain": retrain, "train_sentences": n_train,
+                "heldout_sentences": n_test, "agreement_pairs": n_pairs}
+    report = out / "report.md"
+    with atomic_write(report) as handle:
+        handle.write(_report_text(result, settings))
+    result.files.append(report)
+    result.seconds = time.perf_counter() - start
+    _echo_tables(result, echo)
+    return result
+
+
+def _echo_tables(result: DemoResult, echo) -> None:
+    echo("\nlog P(sentence </s> | <s>) in nats (-inf: probability 0)")
+    echo(_fmt(result.sentences))
+    echo("\nper-token surprisal in bits (inf: the model says impossible)")
+    echo(_fmt(result.surprisal))
+    echo("\nheld-out cross-entropy per token vs the true entropy H(P*); KL = CE - H")
+    echo(_fmt(result.heldout.set_index("model")))
+    echo("\nlong-range agreement: share of pairs where the correct verb form is preferred")
+    echo(_fmt(result.agreement.set_index("model")))
+    echo(f"\nwrote {len(result.files)} files to {result.out.resolve()} "
+         f"(report: {result.out / 'report.md'}) in {result.seconds:.1f} s")
