@@ -7,6 +7,10 @@ sampling and plotting tools.
 from . import analysis, functional, ngram
 from .arpa import ArpaModel, read_arpa, write_arpa
 from .gpt import GPT, GPTConfig
+from .gpt.checkpoint import load_checkpoint, save_checkpoint
+from .optim import AdamW, clip_grad_norm, cosine_schedule
+from .training import train
+from .defaults import default_model
 from .errors import (ArpaFormatError, CheckpointError, ContextLengthError, GrammarError, InputError,
                      NotFittedError, SeqProbError, TokenIdError, TokenizerError, UnknownTokenizerError)
 from .protocols import LanguageModel
@@ -22,7 +26,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "functional", "ngram", "LanguageModel", "Vocab", "ArpaModel", "read_arpa", "write_arpa",
-    "GPT", "GPTConfig",
+    "GPT", "GPTConfig", "AdamW", "cosine_schedule", "clip_grad_norm", "train", "save_checkpoint",
+    "load_checkpoint", "default_model",
     "Tokenizer", "WhitespaceTokenizer", "CharTokenizer", "BPETokenizer", "TiktokenTokenizer",
     "load_tokenizer",
     "UniformModel", "JointTable", "lookup_table_size", "ProbabilisticGrammar", "toy_english", "analysis",

@@ -33,10 +33,10 @@ class DefaultRecipe:
     n_head: int = 4
     n_embd: int = 64
     block_size: int = 32
-    steps: int = 6_000
+    steps: int = 3_000
     batch_size: int = 32
     lr: float = 3e-3
-    warmup: int = 200
+    warmup: int = 150
     weight_decay: float = 0.1
     grad_clip: float = 1.0
 

@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.image import AxesImage
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

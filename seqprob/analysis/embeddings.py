@@ -35,7 +35,7 @@ def embedding_matrix(model) -> np.ndarray:
     """The token embedding matrix W_E, shape (V, C), as float64."""
     params = getattr(model, "params", None)
     if not isinstance(params, dict) or "wte" not in params:
-        raise InputError(f"a {type(model).__name__} has no token embeddings (params['wte']): "
+        raise InputError(f"{type(model).__name__} has no token embeddings (params['wte']): "
                          "embedding analyses need a GPT", model=type(model).__name__)
     return np.asarray(params["wte"], dtype=np.float64)  # (V, C)
 

@@ -18,7 +18,7 @@ def _require(model, methods, what: str) -> None:
     missing = [m for m in methods if not callable(getattr(model, m, None))]
     if missing:
         raise InputError(f"{what} needs a transformer with {' and '.join(m + '()' for m in methods)}; "
-                         f"a {type(model).__name__} has no attention or residual stream "
+                         f"{type(model).__name__} has no attention or residual stream "
                          f"(missing {', '.join(missing)})", model=type(model).__name__)
 
 

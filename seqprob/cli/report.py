@@ -15,25 +15,21 @@ def register(sub) -> None:
                     "(figures embedded, tables, settings) to --out.")
     p.add_argument("--out", required=True, help="output folder (created if needed)")
     p.add_argument("--model", help="ARPA file, GPT checkpoint folder or grammar spec (default: shipped GPT)")
-    p.add_argument("--corpus", help="text file, one sentence per line (default: samples of the toy language)")
+    p.add_argument("--corpus", help="text file, one sentence per line (default: samples of the toy language); "
+                                    "without --model, a small GPT is then trained on it")
     p.add_argument("--quick", action="store_true", help="small sizes: a report in seconds")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--only", nargs="+", metavar="SECTION", help="run only these sections")
+    p.add_argument("--only", nargs="+", metavar="SECTION",
+                   help="run only these sections: sentences sampling lookup sparsity learning attention "
+                        "lens embeddings arithmetic calibration")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from .._io import ensure_writable_dir
-    from ..report import SECTIONS, build_report
+    from ..report import build_report
 
-    ensure_writable_dir(args.out)  # fail before any work
-    if args.only:
-        unknown = sorted(set(args.only) - {key for key, *_ in SECTIONS})
-        if unknown:
-            from ..errors import InputError
-
-            raise InputError(f"unknown section(s) {unknown}; choose from {[k for k, *_ in SECTIONS]}",
-                             value=unknown)
+    ensure_writable_dir(args.out)  # fail before loading anything
     model = load_model(args.model) if args.model else None
     path = build_report(args.out, model=model, corpus=args.corpus, quick=args.quick, seed=args.seed,
                         model_name=args.model, only=args.only)

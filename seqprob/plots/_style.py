@@ -68,11 +68,6 @@ def check_frame(df, columns, what: str):
     return df
 
 
-def impossible_text(value: float) -> str:
-    """Label of a non-finite log-probability: -inf is P = 0, NaN could not be scored."""
-    return f"{IMPOSSIBLE} (P = 0)" if np.isneginf(value) else f"{IMPOSSIBLE} (NaN)"
-
-
 def mark_impossible(ax, xs, y, values, text_xs=None, label: bool = True) -> None:
     """Mark positions ``xs`` whose values are -inf / NaN with an ``X`` at height ``y`` and the
     word "impossible" (once per distinct x of ``text_xs``, default ``xs``), and add one legend

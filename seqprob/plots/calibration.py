@@ -1,8 +1,6 @@
 """The reliability diagram: predicted probability against observed frequency."""
 from __future__ import annotations
 
-import numpy as np
-
 from ._style import IMPOSSIBLE_COLOR, check_frame, color, finish, new_axes
 
 __all__ = ["reliability"]

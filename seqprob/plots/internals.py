@@ -24,7 +24,7 @@ def _attention_array(data, tokens, text, tokenizer):
 
         return attention_patterns(data, text, tokenizer=tokenizer)
     else:
-        raise InputError(f"a {type(data).__name__} has no attention: attention() needs a transformer "
+        raise InputError(f"{type(data).__name__} has no attention: attention() needs a transformer "
                          "(with run_with_cache), an ActivationCache or an array (n_layer, n_head, T, T)")
     attn = np.asarray(attn, dtype=np.float64)
     if attn.ndim == 2:
@@ -138,7 +138,7 @@ def logit_lens(df, ax=None, value: str = "prob", **style):
                       rotation=60, ha="right", fontsize=7)
     return finish(ax, "Logit lens: P and rank (number) of the next token, layer by layer",
                   "position t (context token x_t-1 → next token x_t)",
-                  "layer (residual stream after block l)", style,
+                  "layer (read-out point)", style,
                   legend=False)
 
 

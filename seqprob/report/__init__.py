@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from .._io import ensure_writable_dir
+from ..errors import InputError
 from .context import EXAMPLE_SENTENCES, ReportContext, build_context
 from .html import render_html, write_files
 from .sections import SECTIONS, Section, run_sections
@@ -62,12 +63,16 @@ def build_report(out_dir, model=None, corpus=None, quick: bool = False, seed: in
     """
     import matplotlib
 
+    keys = [key for key, *_ in SECTIONS]
+    if only is not None and (not list(only) or set(only) - set(keys)):
+        raise InputError(f"unknown or no section(s) {sorted(set(only) - set(keys)) or list(only)}; "
+                         f"choose from {keys}", value=only)
     out = ensure_writable_dir(out_dir)
     t0 = time.perf_counter()
     was_interactive = matplotlib.is_interactive()
     matplotlib.interactive(False)  # bare Figures: nothing registered with pyplot, nothing leaks
     try:
-        keys = {key for key, *_ in SECTIONS} if only is None else set(only)
+        keys = set(keys if only is None else only)
         ctx = build_context(model=model, corpus=corpus, quick=quick, seed=seed, model_name=model_name,
                             baselines=baselines, history=history,
                             need_model=bool(keys - {"lookup", "sparsity"}), need_history="learning" in keys)

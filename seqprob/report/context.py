@@ -34,6 +34,9 @@ class ReportContext:
     baselines: dict = field(default_factory=dict)
     history: object = None
     history_note: str = ""
+    #: True when the history's losses are per token of a ``<s> .. </s> <s> ..`` sentence stream
+    #: (seqprob's default and demo runs): each sentence then adds one free ``<s>`` prediction.
+    history_stream: bool = False
     settings: dict = field(default_factory=dict)
     sentences: tuple = EXAMPLE_SENTENCES
     probe_sentence: str = "the cat that the dogs chase sleeps"
@@ -207,4 +210,5 @@ def _choose_model(ctx: ReportContext, model, history, sizes: dict, seed: int, ne
         note = (f"a small demonstration GPT (2 layers, 32 dims) trained here for {sizes['demo_steps']} "
                 "steps on the training text")
     ctx.history_note = note
+    ctx.history_stream = note.startswith(("the training run of the shipped", "a small demonstration"))
     ctx.model, ctx.history = model, history

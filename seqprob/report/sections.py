@@ -6,10 +6,8 @@ import math
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from .. import plots
-from ..errors import InputError, SeqProbError
+from ..errors import SeqProbError
 from .context import ReportContext
 
 __all__ = ["Section", "SECTIONS", "run_sections"]
@@ -91,34 +89,46 @@ def sparsity(ctx: ReportContext, s: Section) -> None:
 
 
 def _cross_entropies(ctx: ReportContext) -> tuple:
+    """Held-out cross-entropy table, the truth's entropy (or None), and the raw estimates."""
     import pandas as pd
 
     from ..analysis.truth import cross_entropy
 
-    h = ctx.truth.entropy().per_token if ctx.truth is not None else None
-    rows = []
+    h = ctx.truth.entropy() if ctx.truth is not None else None
+    rows, raw = [], {}
     for name, model in ctx.models().items():
         if name == "truth P*":
             continue
-        ce = cross_entropy(model, ctx.test_lines, tokenizer=_own_tokenizer(ctx, model))
+        ce = raw[name] = cross_entropy(model, ctx.test_lines, tokenizer=_own_tokenizer(ctx, model))
         row = {"model": name, "cross-entropy (nats/token)": ce.per_token,
                "cross-entropy (bits/token)": ce.per_token_bits, "perplexity": ce.perplexity}
         if h is not None:
-            row["KL(P* || model) (nats/token)"] = ce.per_token - h
+            row["KL(P* || model) (nats/token)"] = ce.per_token - h.per_token
         rows.append(row)
-    return pd.DataFrame(rows), h
+    return pd.DataFrame(rows), h, raw
 
 
 def learning(ctx: ReportContext, s: Section) -> None:
-    table, h = _cross_entropies(ctx)
-    base = {r["model"]: r["cross-entropy (nats/token)"] for r in table.to_dict("records")
-            if r["model"] != ctx.model_name}
-    s.figures.append(("learning_curves", plots.learning_curves(ctx.history, baselines=base, true_entropy=h),
+    table, h, raw = _cross_entropies(ctx)
+    if ctx.history_stream:  # losses per token of "<s> w .. </s> <s> ..": one more (free) token per sentence
+        base = {n: ce.per_sentence / (ce.n_tokens / ce.n_sentences + 1) for n, ce in raw.items()
+                if n != ctx.model_name}
+        floor = h.per_sentence / (h.expected_tokens + 1) if h is not None else None
+        unit_note = ("Reference lines are per token of the training stream, where each sentence's "
+                     "</s> is followed by a <s> the model predicts for free: "
+                     "nats per sentence / (tokens per sentence + 1).")
+    else:
+        base = {n: ce.per_token for n, ce in raw.items() if n != ctx.model_name}
+        floor = h.per_token if h is not None else None
+        unit_note = "Reference lines are nats per scored token (words and </s>)."
+    s.figures.append(("learning_curves", plots.learning_curves(ctx.history, baselines=base, true_entropy=floor),
                       f"History: {ctx.history_note}. Dashed: held-out cross-entropy of the n-gram "
-                      "baselines; dotted: the true entropy per token, the floor no model can beat."))
+                      f"baselines; dotted: the true entropy, the floor no model can beat. {unit_note}"))
     if h is not None:
-        s.notes.append(f"True entropy of the source: {h:.4f} nats/token ({h / math.log(2):.4f} bits/token), exact.")
-    s.tables.append((f"Held-out cross-entropy ({len(ctx.test_lines)} sentences)", table))
+        s.notes.append(f"True entropy of the source: {h.per_token:.4f} nats/token "
+                       f"({h.per_token / math.log(2):.4f} bits/token), {h.per_sentence:.3f} nats/sentence"
+                       + (", exact." if getattr(h, "exact", False) else " (Monte Carlo estimate)."))
+    s.tables.append((f"Held-out cross-entropy per scored token ({len(ctx.test_lines)} sentences)", table))
 
 
 def attention(ctx: ReportContext, s: Section) -> None:

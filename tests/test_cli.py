@@ -1,0 +1,93 @@
+"""The command line: every command's --help, output formats, errors without tracebacks."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from seqprob.cli import build_parser, main
+
+FIXTURES = Path(__file__).parent / "fixtures" / "kenlm"
+ARPA = str(FIXTURES / "genesis.o3.arpa.gz")
+COMMANDS = ["demo", "score", "tokenize", "sample", "ngram", "ppl", "train", "report"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(command, capsys):
+    with pytest.raises(SystemExit) as info:
+        main([command, "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert f"usage: seqprob {command}" in out and len(out.splitlines()) > 3
+
+
+def test_all_commands_registered():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert set(COMMANDS) <= set(sub.choices)
+
+
+def test_score_json_with_arpa_model(capsys):
+    assert main(["score", "the cat sat on the mat", "and god said", "--model", ARPA, "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["seq"] for r in rows} == {0, 1}
+    first = rows[0]
+    assert first["position"] == 1 and first["token"] == "the"
+    assert set(first) >= {"model", "logprob", "log10prob", "surprisal_bits", "entropy_bits", "rank",
+                          "is_oov", "is_eos"}
+
+
+def test_score_summary_table_and_csv(capsys):
+    assert main(["score", "the cat sat zx", "--model", ARPA, "--summary"]) == 0
+    out = capsys.readouterr().out
+    assert "perplexity" in out and "the cat sat zx" in out
+    assert main(["score", "and god said", "--model", ARPA, "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("model,seq,position,token") and len(lines) == 1 + 4
+
+
+def test_ppl_matches_kenlm(capsys):
+    assert main(["ppl", "--model", ARPA, str(FIXTURES / "exodus.test.txt"), "--format", "json"]) == 0
+    figures = {r["figure"]: r["value"] for r in json.loads(capsys.readouterr().out)}
+    kenlm = dict(line.split(":\t") for line in (FIXTURES / "exodus.o3.summary.txt").read_text().splitlines()
+                 if ":\t" in line)
+    assert figures["perplexity including OOVs (KenLM)"] == pytest.approx(float(kenlm["Perplexity including OOVs"]),
+                                                                        rel=1e-6)
+    assert figures["OOVs"] == 384 and figures["sentences"] == 200
+
+
+def test_ppl_per_sentence(capsys):
+    assert main(["ppl", "--model", ARPA, str(FIXTURES / "probes.txt"), "--per-sentence"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("the cat sat") >= 2 and "ppl1 (SRILM)" in out
+
+
+def test_sample_is_reproducible(capsys):
+    args = ["sample", "and god", "--model", ARPA, "--seed", "4", "-n", "2", "--max-new-tokens", "8"]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    assert main(args) == 0
+    assert capsys.readouterr().out == first and first.startswith("and god")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["score", "x", "--model", "/no/such/model.arpa"], "does not exist"),
+    (["score", "--model", ARPA], "no text"),
+    (["sample", "--model", ARPA, "--temperature", "0"], "temperature"),
+    (["ppl", "--model", ARPA, "/no/such/file.txt"], "cannot read"),
+])
+def test_errors_are_one_line_no_traceback(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_python_dash_m_entry_point():
+    proc = subprocess.run([sys.executable, "-m", "seqprob", "score", "the cat", "--model", ARPA,
+                           "--format", "csv"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("model,seq,position")
+    bad = subprocess.run([sys.executable, "-m", "seqprob", "score", "x", "--model", "nope.arpa"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
