@@ -58,8 +58,8 @@ def check_incremental(model, ids, atol=1e-9):
 
 
 def total_mass_fixed_length(model, length: int) -> float:
-    """Sum of P(x_1..x_T | <s>) over all V'^T sequences (x_t any predictable token)."""
-    toks = predictable_ids(model)
+    """Sum of P(x_1..x_T | <s>) over all V^T sequences (tokens a model never predicts add 0)."""
+    toks = list(range(len(model.vocab)))
     seqs = np.array([[model.vocab.bos_id, *s] for s in itertools.product(toks, repeat=length)])
     return float(np.exp(model.token_logprobs(seqs).sum(axis=1)).sum())
 
@@ -68,7 +68,7 @@ def total_mass_with_eos(model, max_len: int) -> float:
     """Sum over finished sentences up to max_len words of P(words </s>) plus the mass of the
     unfinished prefixes of max_len + 1 words: exactly 1 for a proper model."""
     v = model.vocab
-    words = [i for i in predictable_ids(model) if i != v.eos_id]
+    words = [i for i in range(len(v)) if i != v.eos_id]
     total = 0.0
     for n in range(max_len + 1):
         for s in itertools.product(words, repeat=n):

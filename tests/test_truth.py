@@ -234,7 +234,7 @@ def test_impossible_prefixes_give_minus_inf_then_uniform_rows():
     assert g.sentence_logprob("a zx") == -math.inf  # unknown word -> <unk> -> probability 0, no crash
     rows = g.logprobs(ids_of(g, ["b", "b"]))
     assert np.isneginf(rows[1, g.vocab.id("b")])
-    uniform = np.log(np.array([0, 0, 1, 1, 1]) / 3)
+    uniform = np.array([-np.inf, -np.inf] + [-math.log(3)] * 3)
     np.testing.assert_array_equal(rows[2], uniform)
     after_end = g.logprobs(np.array([1, 3, 2, 3]))  # <s> a </s> a: nothing follows </s>
     np.testing.assert_array_equal(after_end[2:], [uniform, uniform])

@@ -137,6 +137,7 @@ def save_checkpoint(model, path, optimizer=None, extra: dict | None = None) -> P
     try:
         parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=parent))
+        tmp.chmod(0o777 & ~_umask())  # mkdtemp makes 0700; a saved model should read like any folder
     except OSError as exc:
         raise SeqProbFileError(f"cannot write checkpoint {str(path)!r}: {exc.strerror or exc}",
                                path=str(path)) from exc
@@ -148,6 +149,12 @@ def save_checkpoint(model, path, optimizer=None, extra: dict | None = None) -> P
         raise
     log.info("saved checkpoint %s", path)
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _check_replaceable(path: Path) -> None:
