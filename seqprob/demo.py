@@ -7,6 +7,7 @@ short report to an output folder.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -39,15 +40,22 @@ class DemoResult:
     seconds: float = 0.0
 
 
-def _fit_ngrams(lines, tokenizer, orders) -> dict:
-    from . import ngram
+@contextlib.contextmanager
+def _quiet_fallback():
+    """A 200-word language has no singleton unigram types, so the unigram discounts of
+    modified Kneser-Ney cannot be estimated: KenLM's fallback is expected here, not news."""
     from .ngram import DiscountFallbackWarning
 
-    models = {}
     with warnings.catch_warnings():
-        # a 200-word language has too few singleton types for some orders' discounts: the
-        # KenLM-style fallback is expected here and not news to a demo user
         warnings.simplefilter("ignore", DiscountFallbackWarning)
+        yield
+
+
+def _fit_ngrams(lines, tokenizer, orders) -> dict:
+    from . import ngram
+
+    models = {}
+    with _quiet_fallback():
         for n in orders:
             models[f"mle-{n}"] = ngram.MLE(order=n).fit(lines, tokenizer=tokenizer)
             models[f"addk-{n}"] = ngram.AddK(order=n, k=0.01).fit(lines, tokenizer=tokenizer)
@@ -126,9 +134,10 @@ def _figures(out: Path, models: dict, truth, lines, heldout, history, baselines:
         "sentences_surprisal.png": plots.sentence_comparison(df),
         "chain_rule_cumulative.png": plots.cumulative_logprob(df, seq=0).figure,
         "lookup_table_size.png": plots.lookup_table(vocab_sizes=(len(truth.vocab), 50_257)).figure,
-        "ngram_sparsity.png": plots.sparsity(sparsity_curve(lines, heldout, orders=ORDERS,
-                                                             tokenizer=truth.tokenizer)).figure,
     }
+    with _quiet_fallback():
+        curve = sparsity_curve(lines, heldout, orders=ORDERS, tokenizer=truth.tokenizer)
+    figures["ngram_sparsity.png"] = plots.sparsity(curve).figure
     if history is not None:
         figures["learning_curves.png"] = plots.learning_curves(
             history, baselines=baselines, true_entropy=truth.entropy().per_token).figure
