@@ -7,7 +7,6 @@ short report to an output folder.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import time
@@ -40,22 +39,12 @@ class DemoResult:
     seconds: float = 0.0
 
 
-@contextlib.contextmanager
-def _quiet_fallback():
-    """A 200-word language has no singleton unigram types, so the unigram discounts of
-    modified Kneser-Ney cannot be estimated: KenLM's fallback is expected here, not news."""
-    from .ngram import DiscountFallbackWarning
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DiscountFallbackWarning)
-        yield
-
-
 def _fit_ngrams(lines, tokenizer, orders) -> dict:
     from . import ngram
+    from .ngram import expected_discount_fallback
 
     models = {}
-    with _quiet_fallback():
+    with expected_discount_fallback():
         for n in orders:
             models[f"mle-{n}"] = ngram.MLE(order=n).fit(lines, tokenizer=tokenizer)
             models[f"addk-{n}"] = ngram.AddK(order=n, k=0.01).fit(lines, tokenizer=tokenizer)
@@ -126,6 +115,7 @@ def _figures(out: Path, models: dict, truth, lines, heldout, history, baselines:
     """Every figure the demo can draw, as PNG files in ``out``; returns their paths."""
     from . import plots
     from .analysis import sparsity_curve
+    from .ngram import expected_discount_fallback
     from .scoring import score
 
     focus = {k: models[k] for k in ("P*", "mkn-3", "gpt")}
@@ -135,7 +125,7 @@ def _figures(out: Path, models: dict, truth, lines, heldout, history, baselines:
         "chain_rule_cumulative.png": plots.cumulative_logprob(df, seq=0).figure,
         "lookup_table_size.png": plots.lookup_table(vocab_sizes=(len(truth.vocab), 50_257)).figure,
     }
-    with _quiet_fallback():
+    with expected_discount_fallback():
         curve = sparsity_curve(lines, heldout, orders=ORDERS, tokenizer=truth.tokenizer)
     figures["ngram_sparsity.png"] = plots.sparsity(curve).figure
     if history is not None:

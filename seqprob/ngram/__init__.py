@@ -9,7 +9,7 @@ contract.
 >>> lm.token_logprobs([1, 3, 4, 2]).shape
 (3,)
 """
-from ._interpolate import DiscountFallbackWarning
+from ._interpolate import DiscountFallbackWarning, expected_discount_fallback
 from .base import BackoffLanguageModel, NGramModel
 from .estimators import MLE, AbsoluteDiscount, AddK, Laplace, StupidBackoff, WittenBell
 from .kneser_ney import KneserNey, ModifiedKneserNey, adjusted_counts, mkn_discounts
@@ -17,7 +17,7 @@ from .tables import BackoffTables, NGramState
 
 __all__ = ["NGramModel", "BackoffLanguageModel", "BackoffTables", "NGramState", "MLE", "AddK",
            "Laplace", "AbsoluteDiscount", "WittenBell", "KneserNey", "ModifiedKneserNey",
-           "StupidBackoff", "DiscountFallbackWarning", "adjusted_counts", "mkn_discounts",
+           "StupidBackoff", "DiscountFallbackWarning", "expected_discount_fallback", "adjusted_counts", "mkn_discounts",
            "ESTIMATORS"]
 
 #: CLI / config names of the estimators.

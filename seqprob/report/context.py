@@ -112,14 +112,11 @@ def _default_model():
 
 
 def _fit_baselines(tokenizer, train_lines, orders) -> dict:
-    import warnings
-
-    from ..ngram import MLE, AddK, ModifiedKneserNey
+    from ..ngram import MLE, AddK, ModifiedKneserNey, expected_discount_fallback
 
     specs = {"mle3": MLE(order=3), "addk3": AddK(order=3, k=0.1), "kn3": ModifiedKneserNey(order=3),
              f"kn{max(orders)}": ModifiedKneserNey(order=max(orders))}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # tiny corpora: discount fallbacks are expected
+    with expected_discount_fallback():  # small corpora: KenLM's discount fallback is expected
         return {name: m.fit(train_lines, tokenizer=tokenizer) for name, m in specs.items()}
 
 

@@ -80,8 +80,10 @@ def lookup(ctx: ReportContext, s: Section) -> None:
 
 def sparsity(ctx: ReportContext, s: Section) -> None:
     from ..analysis.sparsity import sparsity_curve
+    from ..ngram import expected_discount_fallback
 
-    df = sparsity_curve(ctx.train_lines, ctx.test_lines, orders=ctx.sizes["orders"], tokenizer=ctx.tokenizer)
+    with expected_discount_fallback():
+        df = sparsity_curve(ctx.train_lines, ctx.test_lines, orders=ctx.sizes["orders"], tokenizer=ctx.tokenizer)
     s.figures.append(("sparsity", plots.sparsity(df),
                       "Modified Kneser-Ney n-grams of each order: the training perplexity keeps falling, "
                       "the held-out one stops improving as most held-out n-grams were never seen."))
