@@ -407,7 +407,7 @@ def _figures(encoded: list, results: list, eos: bool, skipped: int) -> Evaluatio
     zeros = tuple((i, int(p) + 1, e.tokens[p]) for i, e in enumerate(encoded)
                   for p in np.flatnonzero(np.isneginf(results[i]["logprob"]) & ~e.oov))[:20]
     if n_zero:
-        log.warning("%d token(s) have probability 0 (first: %s): perplexity is inf", n_zero, zeros[:3])
+        log.info("%d token(s) have probability 0 (first: %s): perplexity is inf", n_zero, zeros[:3])
     return Evaluation(
         n_sentences=n_sent, n_words=n_words, n_oov=n_oov, n_zeros=n_zero, n_tokens=n_tok,
         logprob=total, log10prob=total / LN10,

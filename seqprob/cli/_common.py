@@ -16,6 +16,13 @@ def add_format_option(parser) -> None:
                         help="output format: an aligned table (default), or csv / json for pipes")
 
 
+def add_model_options(parser) -> None:
+    """``--model`` and ``--tokenizer``, shared by every command that uses a model."""
+    parser.add_argument("--model", help="ARPA file, GPT checkpoint folder or grammar spec "
+                                        "(default: the shipped GPT trained on the toy language)")
+    parser.add_argument("--tokenizer", help="tokenizer file (default: the model's own)")
+
+
 def load_model(path: str | None):
     """A model from ``path``: an ARPA file, a GPT checkpoint folder, a grammar spec (.json/.toml).
 

@@ -1,7 +1,7 @@
 """``seqprob ppl``: corpus perplexity with KenLM's and SRILM's conventions."""
 from __future__ import annotations
 
-from ._common import add_format_option, load_model, load_tokenizer_arg, print_frame
+from ._common import add_model_options, add_format_option, load_model, load_tokenizer_arg, print_frame
 
 
 def register(sub) -> None:
@@ -12,8 +12,7 @@ def register(sub) -> None:
                     "words, OOVs, the log10 total, KenLM's perplexity including and excluding "
                     "OOVs and SRILM's ppl / ppl1.")
     p.add_argument("test", metavar="TEST", help="test corpus")
-    p.add_argument("--model", help="ARPA file, GPT checkpoint folder or grammar spec (default: shipped GPT)")
-    p.add_argument("--tokenizer", help="tokenizer file (default: the model's own)")
+    add_model_options(p)
     p.add_argument("--per-sentence", action="store_true", help="also print one line per sentence")
     add_format_option(p)
     p.set_defaults(func=run)

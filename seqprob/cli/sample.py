@@ -1,7 +1,7 @@
 """``seqprob sample``: draw text from a model with temperature, top-k and top-p."""
 from __future__ import annotations
 
-from ._common import load_model, load_tokenizer_arg
+from ._common import add_model_options, load_model, load_tokenizer_arg
 
 
 def register(sub) -> None:
@@ -11,8 +11,7 @@ def register(sub) -> None:
                     "softmax(logits / T), optionally restricted to the top-k tokens or the top-p "
                     "nucleus. Same --seed, same output.")
     p.add_argument("prompt", nargs="?", default="", help="text to continue (default: empty)")
-    p.add_argument("--model", help="ARPA file, GPT checkpoint folder or grammar spec (default: shipped GPT)")
-    p.add_argument("--tokenizer", help="tokenizer file (default: the model's own)")
+    add_model_options(p)
     p.add_argument("-n", "--num-samples", type=int, default=1, help="number of samples (default 1)")
     p.add_argument("--max-new-tokens", type=int, default=30, help="tokens to generate at most (default 30)")
     p.add_argument("--temperature", type=float, default=1.0, help="T > 0; small T ~ argmax (default 1)")

@@ -1,7 +1,7 @@
 """``seqprob score``: per-token log-probabilities of texts under a model."""
 from __future__ import annotations
 
-from ._common import add_format_option, load_model, load_tokenizer_arg, print_frame, read_texts
+from ._common import add_model_options, add_format_option, load_model, load_tokenizer_arg, print_frame, read_texts
 
 
 def register(sub) -> None:
@@ -12,9 +12,7 @@ def register(sub) -> None:
                     "token; --summary prints one row per text instead.")
     p.add_argument("texts", nargs="*", metavar="TEXT", help="text(s) to score")
     p.add_argument("--file", help="also score each line of FILE ('-' = stdin)")
-    p.add_argument("--model", help="ARPA file, GPT checkpoint folder or grammar spec "
-                                   "(default: the shipped GPT trained on the toy language)")
-    p.add_argument("--tokenizer", help="tokenizer file (default: the model's own)")
+    add_model_options(p)
     p.add_argument("--no-bos", action="store_true", help="do not prepend <s> (first token unscored)")
     p.add_argument("--no-eos", action="store_true", help="do not score </s> at the end")
     p.add_argument("--summary", action="store_true", help="one row per text: log P, perplexity, bits")

@@ -16,6 +16,7 @@ tokenizers:
                 o200k_base, o200k_harmony), read offline from TIKTOKEN_CACHE_DIR
 
 examples:
+  seqprob tokenize "the cat sat zx"
   seqprob tokenize "the cat sat" --tokenizer word
   seqprob tokenize "Hello, world" --tokenizer cl100k_base --format json
   seqprob tokenize "the cat" --tokenizer my_bpe.json --format csv
@@ -29,19 +30,25 @@ def register(subparsers) -> None:
                     "the position, the token id and the token's display string.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("texts", nargs="+", metavar="TEXT", help="text(s) to tokenize; '-' reads lines from stdin")
-    parser.add_argument("--tokenizer", "-t", required=True, metavar="PATH|char|word|NAME",
-                        help="tokenizer file, 'char', 'word', or a tiktoken encoding name")
+    parser.add_argument("--tokenizer", "-t", metavar="PATH|char|word|NAME",
+                        help="tokenizer file, 'char', 'word', or a tiktoken encoding name "
+                             "(default: the toy language's word tokenizer, shared by the default model)")
     parser.add_argument("--format", choices=("table", "csv", "json"), default="table",
                         help="output format (default: table)")
     parser.set_defaults(func=run)
 
 
-def resolve_tokenizer(spec: str, texts=None):
-    """A tokenizer from a CLI spec: ``char`` / ``word`` (fitted on ``texts``), a file, or a name."""
+def resolve_tokenizer(spec: str | None, texts=None):
+    """A tokenizer from a CLI spec: ``char`` / ``word`` (fitted on ``texts``), a file, or a name;
+    ``None`` gives the toy language's word tokenizer."""
     from pathlib import Path
 
     from ..tokenizers import CharTokenizer, TiktokenTokenizer, WhitespaceTokenizer, load_tokenizer
 
+    if spec is None:
+        from ..truth import toy_english
+
+        return toy_english().tokenizer
     if spec == "char":
         return CharTokenizer.fit(texts or [])
     if spec == "word":
