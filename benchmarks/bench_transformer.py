@@ -14,9 +14,10 @@ shown). Rows:
   torch's fused scaled_dot_product_attention, for reference);
 * ``sample``: batch 1, a 1-token prefix and 256 new tokens, greedy, each side with its own
   preallocated KV cache (torch: the same simple cache a numpy user would write);
-* ``matmul``: a 4096 x 768 x 3072 float32 matmul, the machine's peak for the fractions;
-* ``train_step``: the training-step benchmark of the training half (``bench_train_step``,
-  plugged in below when ``benchmarks/bench_train.py`` provides it).
+* ``matmul``: a 4096 x 768 x 3072 float32 matmul, the machine's peak for the fractions.
+
+The training step (forward + backward + clipping + AdamW, 8 x 256) is measured by
+``benchmarks/bench_train.py``, with the same config, threads and matmul-peak fraction.
 
 Prints one table: median seconds, throughput, ratio seqprob / torch of the medians and of the
 minima (>1 = seqprob faster; on a loaded machine the minima are the steadier estimate), and
@@ -194,27 +195,7 @@ def run_child(threads: int, repeats: int, which: list) -> dict:
             timings = timeit_paired({"seqprob": lambda: seqprob_generate(model, [0], NEW),
                                      "torch": lambda: t_generate([0], NEW)}, reps, 1)
             results["sample"] = {**timings, "token_agreement": agree, "flops": decode_flops(SMALL, NEW)}
-        if "train" in which:
-            step = load_train_bench()
-            if step is not None:
-                results["train_step"] = step(threads=threads, repeats=repeats)
     return results
-
-
-# ---- training-step benchmark plug-in (owned by the training half) -----------------------
-def load_train_bench():
-    """Return ``bench_train_step(threads, repeats) -> {"seqprob": timing, "torch": timing,
-    "flops": float}`` from benchmarks/bench_train.py (or this module, if it is added here);
-    None when the training half has not provided it yet."""
-    if "bench_train_step" in globals():
-        return globals()["bench_train_step"]
-    try:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from bench_train import bench_train_step  # type: ignore
-    except ImportError:
-        return None
-    return bench_train_step
-# ------------------------------------------------------------------------------------------
 
 
 def report(all_results: list) -> str:
@@ -226,8 +207,7 @@ def report(all_results: list) -> str:
             r = res["matmul"]
             lines.append(f"{'matmul':<14}{thr:>4}{r['median_s']:>11.4f}{'':>10}{'':>8}{'':>11}{peak:>14.1f}{100:>7.0f}%"
                          f"   4096x768x3072 float32 (min {r['min_s']:.4f} max {r['max_s']:.4f})")
-        for row, ref in (("forward", "torch"), ("forward_sdpa", "torch_sdpa"), ("sample", "torch"),
-                         ("train_step", "torch")):
+        for row, ref in (("forward", "torch"), ("forward_sdpa", "torch_sdpa"), ("sample", "torch")):
             key = "forward" if row == "forward_sdpa" else row
             if key not in res:
                 continue
@@ -251,7 +231,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--which", nargs="+", default=["matmul", "forward", "sample", "train"])
+    ap.add_argument("--which", nargs="+", default=["matmul", "forward", "sample"],
+                    choices=["matmul", "forward", "sample"])
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--json", action="store_true", help="print the raw results as JSON too")
     args = ap.parse_args(argv)

@@ -4,37 +4,39 @@ P(x_1 .. x_T) = prod_t P(x_t | x_0 .. x_{t-1}), x_0 = <s>. Every model (numpy GP
 tables, ARPA files, the exact toy language) plugs into one contract and one set of scoring,
 sampling and plotting tools.
 """
-from . import analysis, functional, ngram
+from . import analysis, errors, functional, ngram
 from .arpa import ArpaModel, read_arpa, write_arpa
-from .gpt import GPT, GPTConfig
-from .gpt.checkpoint import load_checkpoint, save_checkpoint
-from .optim import AdamW, clip_grad_norm, cosine_schedule
-from .training import train
 from .defaults import default_model
-from .errors import (ArpaFormatError, CheckpointError, ContextLengthError, GrammarError, InputError,
-                     NotFittedError, SeqProbError, TokenIdError, TokenizerError, UnknownTokenizerError)
+from .errors import SeqProbError
+from .gpt import GPT, GPTConfig
+from .optim import AdamW
 from .protocols import LanguageModel
 from .sampling import generate, sample
-from .scoring import Evaluation, evaluate, joint_logprob, perplexity, score, summarize
-from .truth import ProbabilisticGrammar, toy_english
+from .scoring import evaluate, joint_logprob, perplexity, score, summarize
 from .table import JointTable, UniformModel, lookup_table_size
 from .tokenizers import (BPETokenizer, CharTokenizer, TiktokenTokenizer, Tokenizer, WhitespaceTokenizer,
                          load_tokenizer)
+from .training import train
+from .truth import ProbabilisticGrammar, toy_english
 from .vocab import Vocab
 
 __version__ = "0.1.0"
 
+# Everything else lives in its submodule: sp.errors.InputError, sp.optim.cosine_schedule,
+# sp.gpt.checkpoint.save_checkpoint, sp.scoring.Evaluation, sp.sampling.next_token_probs ...
 __all__ = [
-    "functional", "ngram", "LanguageModel", "Vocab", "ArpaModel", "read_arpa", "write_arpa",
-    "GPT", "GPTConfig", "AdamW", "cosine_schedule", "clip_grad_norm", "train", "save_checkpoint",
-    "load_checkpoint", "default_model",
+    # the contract and the vocabulary
+    "LanguageModel", "Vocab", "SeqProbError",
+    # tokenizers
     "Tokenizer", "WhitespaceTokenizer", "CharTokenizer", "BPETokenizer", "TiktokenTokenizer",
     "load_tokenizer",
-    "UniformModel", "JointTable", "lookup_table_size", "ProbabilisticGrammar", "toy_english", "analysis",
-    "score", "summarize", "joint_logprob", "perplexity", "evaluate", "Evaluation",
-    "sample", "generate",
-    "SeqProbError", "InputError", "TokenIdError", "NotFittedError", "TokenizerError",
-    "UnknownTokenizerError", "ContextLengthError", "ArpaFormatError", "CheckpointError", "GrammarError",
+    # models
+    "UniformModel", "JointTable", "lookup_table_size", "ngram", "ArpaModel", "read_arpa", "write_arpa",
+    "GPT", "GPTConfig", "AdamW", "train", "default_model", "ProbabilisticGrammar", "toy_english",
+    # using any model
+    "score", "summarize", "joint_logprob", "perplexity", "evaluate", "sample", "generate",
+    # submodules (sp.plots too, left out here so that `import *` does not load matplotlib)
+    "functional", "errors", "analysis",
 ]
 
 

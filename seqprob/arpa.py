@@ -4,7 +4,8 @@ An ARPA file lists n-grams with log10 P(w | h) and, for contexts, log10 back-off
 an unlisted n-gram backs off: log P(w | h) = bow(h) + log P(w | h'). seqprob reads what
 KenLM, SRILM, IRSTLM and others write:
 
-- text before ``\\data\\`` is ignored; blank lines anywhere; ``ngram n=c`` counts;
+- text before ``\\data\\`` is ignored (and a UTF-8 byte-order mark); blank lines anywhere;
+  ``ngram n=c`` counts, which must match the sections;
 - ``<s>`` written with log10 prob 0 (KenLM) or -99 (SRILM): either way it is never predicted;
 - ``-99`` means probability 0 (SRILM's pseudo-zero) and reads as -inf;
 - ``<unk>`` or ``<UNK>``; a file without either gets ``<unk>`` at log10 prob -100 (as KenLM,
@@ -20,6 +21,7 @@ import gzip
 import logging
 import math
 import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -112,9 +114,10 @@ def _read_text_lines(path: str) -> list:
         opener = gzip.open if path.endswith(".gz") else open
         with opener(path, "rb") as handle:
             data = handle.read()
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a corrupt .gz
         raise SeqProbFileError(f"cannot read ARPA file {path!r}: {getattr(exc, 'strerror', None) or exc}",
                                path=path) from exc
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark some editors write
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -140,7 +143,11 @@ def _parse_structure(lines: list, path: str):
     while i < n and not lines[i].strip().startswith("\\"):
         text = lines[i].strip()
         if text:
-            declared[_parse_count(text, path, i + 1)[0]] = _parse_count(text, path, i + 1)[1:]
+            order, count, line = _parse_count(text, path, i + 1)
+            if order in declared:
+                raise _err(path, line, f"\\data\\ declares the {order}-gram count twice (first at "
+                           f"line {declared[order][1]})")
+            declared[order] = (count, line)
         i += 1
     if not declared:
         raise _err(path, i + 1, "\\data\\ declares no 'ngram n=count' lines")
@@ -328,6 +335,14 @@ def write_arpa(model, path) -> Path:
     Each line is ``log10 P(w | h) <TAB> h w [<TAB> log10 gamma(h w)]``; the highest order has
     no back-off column; probability 0 is written as -99; ``<s>`` as 0 (KenLM's convention:
     it is never predicted). Numbers carry 10 significant digits.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from seqprob.ngram import WittenBell
+    >>> path = write_arpa(WittenBell(order=2).fit(["a b", "b a"]), os.path.join(tempfile.mkdtemp(), "wb.arpa"))
+    >>> path.read_text().splitlines()[1:3]  # the n-gram counts per order
+    ['ngram 1=5', 'ngram 2=6']
     """
     if not getattr(model, "normalized", True):
         raise InputError(f"{type(model).__name__} scores are not a normalized distribution; an ARPA "

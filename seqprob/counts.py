@@ -81,7 +81,13 @@ def padded_stream(flat_ids: np.ndarray, lengths: np.ndarray, bos_id: int, eos_id
 
 
 def lookup_keys(table: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Row of each key in the sorted ``table``, or -1 where it is absent."""
+    """Row of each key in the sorted ``table``, or -1 where it is absent (binary search).
+
+    Examples
+    --------
+    >>> lookup_keys(np.array([2, 5, 9]), np.array([9, 3, 2])).tolist()
+    [2, -1, 0]
+    """
     pos = np.searchsorted(table, keys)  # (n,)
     pos_c = np.minimum(pos, max(len(table) - 1, 0))
     found = (pos < len(table)) & (table[pos_c] == keys) if len(table) else np.zeros(len(keys), bool)
@@ -168,6 +174,14 @@ class NGramCounts:
         ``suffix[m-1][j]`` (m >= 2): row in order m-1 of the n-gram without its first word.
     n_sentences, n_tokens : int
         Sentences counted; predicted tokens (words + one ``</s>`` each).
+
+    Examples
+    --------
+    >>> c = count_sequences([[3, 4], [3]], order=2, vocab_size=5)
+    >>> c.words(2).tolist(), c.counts[1].tolist()  # <s> a, <s> b... as ids, sorted
+    ([[1, 3], [3, 2], [3, 4], [4, 2]], [2, 1, 1, 1])
+    >>> c.continuation(1).tolist()  # N1+(. w): distinct left neighbours of each word
+    [0, 0, 2, 1, 1]
     """
 
     order: int
@@ -334,6 +348,20 @@ def count_ngrams(chunks: Iterable, order: int, vocab_size=None, bos_id: int = 1,
     -------
     NGramCounts
         The same counts whatever the chunking (a property test checks it).
+
+    Notes
+    -----
+    Each chunk is padded (:func:`padded_stream`) and counted on its own; tables are merged
+    by translating each chunk's prefix rows into the merged table, order by order, and
+    summing the counts of equal keys. Memory holds at most ``merge_every`` chunk tables plus
+    the merged one: it grows with the distinct n-grams, not with the corpus.
+
+    Examples
+    --------
+    >>> chunks = [(np.array([3, 4]), np.array([2])), (np.array([3]), np.array([1]))]
+    >>> c = count_ngrams(chunks, order=2, vocab_size=5)
+    >>> c.count([3]), c.count([1, 3]), c.sizes(), c.n_sentences, c.n_tokens
+    (2, 2, [5, 4], 2, 5)
     """
     order = check_order(order)
     pending: list = []
@@ -348,7 +376,7 @@ def count_ngrams(chunks: Iterable, order: int, vocab_size=None, bos_id: int = 1,
         if len(pending) >= merge_every:
             pending = [merge_counts(pending, max(p.vocab_size for p in pending))]
     if not pending:
-        raise InputError("cannot count n-grams of an empty corpus (no sentences)")
+        raise InputError("cannot count n-grams of an empty corpus: there are no lines (sentences)")
     V = vocab_size() if callable(vocab_size) else vocab_size
     V = int(V) if V is not None else max(p.vocab_size for p in pending)
     if V < max(p.vocab_size for p in pending):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +34,7 @@ class DemoResult:
     surprisal: object          # DataFrame: per-token surprisal (bits) under selected models
     heldout: object            # DataFrame: held-out cross-entropy per model vs the true entropy
     agreement: object          # DataFrame: long-range agreement accuracy per model
+    unknown: dict = field(default_factory=dict)  # sentence -> words not in the vocabulary
     files: list = field(default_factory=list)
     seconds: float = 0.0
 
@@ -63,13 +63,19 @@ def _gpt(retrain: bool, quick: bool, seed: int, progress: bool):
     return train_default_model(recipe=recipe, progress=progress)
 
 
-def _sentence_table(models: dict, tokenizer):
-    from .scoring import score, summarize
+def _sentence_table(df, names: list, texts: list):
+    """log P of each text (columns) under each model (rows) from a ``score`` DataFrame."""
+    from .scoring import summarize
 
-    texts = list(EXAMPLES) + list(AGREEMENT_PAIR)
-    df = score(models, texts, tokenizer=tokenizer, distribution=False)
     table = summarize(df).pivot(index="model", columns="text", values="logprob")
-    return table.loc[list(models), texts]
+    return table.loc[names, texts]
+
+
+def _unknown_words(df, texts: list) -> dict:
+    """Sentence -> its words that are not in the vocabulary (scored as ``<unk>``; P* gives them 0)."""
+    first = df[df["model"] == df["model"].iloc[0]]
+    oov = first[first["is_oov"]]
+    return {texts[seq]: list(group["token"]) for seq, group in oov.groupby("seq", sort=True)}
 
 
 def _surprisal_table(df, names: list):
@@ -111,15 +117,17 @@ def _agreement_table(models: dict, names: list, n: int, seed: int):
     return pd.DataFrame(rows)
 
 
-def _figures(out: Path, models: dict, truth, lines, heldout, history, baselines: dict) -> list:
-    """Every figure the demo can draw, as PNG files in ``out``; returns their paths."""
+def _figures(out: Path, scored, truth, lines, heldout, history, baselines: dict) -> list:
+    """Every figure the demo can draw, as PNG files in ``out``; returns their paths.
+
+    ``scored`` is the ``score`` DataFrame of every model; the sentence figures show the three
+    examples under P*, the trigram and the GPT.
+    """
     from . import plots
     from .analysis import sparsity_curve
     from .ngram import expected_discount_fallback
-    from .scoring import score
 
-    focus = {k: models[k] for k in ("P*", "mkn-3", "gpt")}
-    df = score(focus, list(EXAMPLES), tokenizer=truth.tokenizer)
+    df = scored[scored["model"].isin(["P*", "mkn-3", "gpt"]) & (scored["seq"] < len(EXAMPLES))]
     figures = {
         "sentences_surprisal.png": plots.sentence_comparison(df),
         "chain_rule_cumulative.png": plots.cumulative_logprob(df, seq=0).figure,
@@ -144,10 +152,18 @@ def _fmt(df) -> str:
     return df.to_string(float_format=lambda v: f"{v:.3f}")
 
 
+def _unknown_text(unknown: dict) -> str:
+    """One line per sentence naming its unknown words (empty when there are none)."""
+    return "\n".join(f"unknown words in {text!r}: {', '.join(words)} (not in the vocabulary: "
+                     "P* gives them probability 0, smoothed models score them as <unk>)"
+                     for text, words in unknown.items())
+
+
 def _report_text(result: DemoResult, settings: dict) -> str:
     parts = ["# seqprob demo report", "",
              "Settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()), "",
              "## log P (nats) of the example sentences", "", "```", _fmt(result.sentences), "```", "",
+             _unknown_text(result.unknown), "",
              "## Per-token surprisal (bits)", "", "```", _fmt(result.surprisal), "```", "",
              "## Held-out cross-entropy vs the true entropy", "", "```",
              _fmt(result.heldout.set_index("model")), "```", "",
@@ -201,14 +217,16 @@ def run_demo(out="seqprob-demo", seed: int = 0, quick: bool = False, retrain: bo
     gpt, history = _gpt(retrain, quick, seed, progress)
     models["gpt"] = gpt
     history = history if history is not None else _shipped_history()
-    sentences = _sentence_table(models, truth.tokenizer)
-    scored = score(models, list(EXAMPLES), tokenizer=truth.tokenizer, distribution=False)
+    texts = list(EXAMPLES) + list(AGREEMENT_PAIR)
+    scored = score(models, texts, tokenizer=truth.tokenizer, distribution=False)
+    sentences = _sentence_table(scored, list(models), texts)
     surprisal = _surprisal_table(scored, ["P*", "mle-3", "addk-3", "mkn-3", "mkn-5", "gpt"])
     heldout_table = _heldout_table(models, heldout, truth.tokenizer, truth.entropy().per_token)
     agreement = _agreement_table(models, ["P*", "mkn-3", "mkn-5", "gpt"], n_pairs, seed)
-    result = DemoResult(out, sentences, surprisal, heldout_table, agreement)
+    result = DemoResult(out, sentences, surprisal, heldout_table, agreement,
+                        unknown=_unknown_words(scored, texts))
     baselines = {k: float(heldout_table.set_index("model").loc[k, "nats_per_token"]) for k in ("mkn-3", "mkn-5")}
-    result.files = _figures(out, models, truth, lines, heldout, history, baselines)
+    result.files = _figures(out, scored, truth, lines, heldout, history, baselines)
     settings = {"seed": seed, "quick": quick, "retrain": retrain, "train_sentences": n_train,
                 "heldout_sentences": n_test, "agreement_pairs": n_pairs}
     report = out / "report.md"
@@ -223,6 +241,8 @@ def run_demo(out="seqprob-demo", seed: int = 0, quick: bool = False, retrain: bo
 def _echo_tables(result: DemoResult, echo) -> None:
     echo("\nlog P(sentence </s> | <s>) in nats (-inf: probability 0)")
     echo(_fmt(result.sentences))
+    if result.unknown:
+        echo(_unknown_text(result.unknown))
     echo("\nper-token surprisal in bits (inf: the model says impossible)")
     echo(_fmt(result.surprisal))
     echo("\nheld-out cross-entropy per token vs the true entropy H(P*); KL = CE - H")

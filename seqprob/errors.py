@@ -8,7 +8,8 @@ attributes, and their message names both.
 from __future__ import annotations
 
 __all__ = [
-    "SeqProbError", "InputError", "TokenIdError", "TemperatureError", "ContextLengthError",
+    "SeqProbError", "InputError", "TokenIdError", "UnknownTokenError", "TemperatureError",
+    "ContextLengthError",
     "NotFittedError", "TokenizerError", "UnknownTokenizerError", "SeqProbFileError",
     "FileFormatError", "ArpaFormatError", "CheckpointError", "GrammarError",
     "TrainingDivergedError",
@@ -44,6 +45,10 @@ class InputError(SeqProbError, ValueError):
 
 class TokenIdError(InputError, IndexError):
     """A token id is negative or not below the vocabulary size."""
+
+
+class UnknownTokenError(InputError, KeyError):
+    """A token string is not in the vocabulary (and there is no ``<unk>`` to stand for it)."""
 
 
 class TemperatureError(InputError):

@@ -21,14 +21,20 @@ LN2 = math.log(2.0)
 LN10 = math.log(10.0)
 
 
-def _as_float_array(x, name: str = "logits") -> np.ndarray:
+def _as_float_array(x, name: str = "logits", axis: int = -1) -> np.ndarray:
+    """``x`` as a float array with a non-empty ``axis`` (integers become float64)."""
     arr = np.asarray(x)
     if arr.dtype.kind not in "fiu":
         raise InputError(f"{name} must be a numeric array, got dtype {arr.dtype}", dtype=str(arr.dtype))
     if arr.dtype.kind != "f":
         arr = arr.astype(np.float64)
-    if arr.ndim == 0 or arr.shape[-1] == 0:
-        raise InputError(f"{name} must have a non-empty last axis, got shape {arr.shape}", shape=arr.shape)
+    if arr.ndim == 0:
+        raise InputError(f"{name} must be an array with at least one axis, got a scalar", shape=())
+    if not isinstance(axis, (int, np.integer)) or not -arr.ndim <= axis < arr.ndim:
+        raise InputError(f"axis {axis!r} is out of range for {name} of shape {arr.shape}",
+                         value=axis, shape=arr.shape)
+    if arr.shape[axis] == 0:
+        raise InputError(f"{name} must have a non-empty axis {axis}, got shape {arr.shape}", shape=arr.shape)
     return arr
 
 
@@ -44,6 +50,16 @@ def _check_finite_logits(arr: np.ndarray, name: str = "logits") -> None:
 def logsumexp(x, axis: int = -1, keepdims: bool = False) -> np.ndarray:
     """log(sum(exp(x))) along ``axis`` without overflow.
 
+    Parameters
+    ----------
+    x : array_like
+        Logits or log-probabilities (float32 or float64, any shape); -inf is allowed,
+        NaN and +inf raise :class:`InputError`.
+    axis : int
+        The axis to reduce (the vocabulary axis, last by default).
+    keepdims : bool
+        Keep the reduced axis with length 1.
+
     Notes
     -----
     logsumexp(x) = m + log(sum(exp(x - m))) with m = max(x); a slice of all -inf gives -inf.
@@ -52,12 +68,14 @@ def logsumexp(x, axis: int = -1, keepdims: bool = False) -> np.ndarray:
     --------
     >>> round(float(logsumexp(np.log([0.25, 0.75]))), 12)
     0.0
+    >>> float(logsumexp([1000.0, 1000.0])) == 1000 + math.log(2)
+    True
     """
-    arr = _as_float_array(x)
+    arr = _as_float_array(x, axis=axis)
     _check_finite_logits(arr)
     m = np.max(arr, axis=axis, keepdims=True)
     m = np.where(np.isneginf(m), 0.0, m).astype(arr.dtype, copy=False)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):  # x - m may overflow to -inf: exp gives 0
         out = np.log(np.sum(np.exp(arr - m), axis=axis, keepdims=True)) + m
     return out if keepdims else np.squeeze(out, axis=axis)
 
@@ -69,12 +87,18 @@ def log_softmax(x, axis: int = -1) -> np.ndarray:
     -----
     log P(v) = u_v - log sum_w exp(u_w). A slice of all -inf has no distribution and
     raises :class:`InputError`.
+
+    Examples
+    --------
+    >>> np.exp(log_softmax([0.0, 0.0, math.log(2)])).round(6).tolist()
+    [0.25, 0.25, 0.5]
     """
-    arr = _as_float_array(x)
+    arr = _as_float_array(x, axis=axis)
     lse = logsumexp(arr, axis=axis, keepdims=True)
     if np.isneginf(lse).any():
         raise InputError("logits are -inf everywhere in some row: no distribution to normalize")
-    return arr - lse
+    with np.errstate(over="ignore"):
+        return arr - lse
 
 
 def softmax(u, temperature: float = 1.0, axis: int = -1) -> np.ndarray:
@@ -87,29 +111,35 @@ def softmax(u, temperature: float = 1.0, axis: int = -1) -> np.ndarray:
     temperature : float
         T > 0. T -> 0 gives the exact argmax (ties share the mass equally, no division by
         zero); T = inf gives the uniform distribution over the entries that are not -inf.
+        T <= 0 or NaN raises :class:`TemperatureError`.
+    axis : int
+        The vocabulary axis (last by default).
 
     Notes
     -----
-    p_v = exp(u_v / T) / sum_w exp(u_w / T).
+    p_v = exp((u_v - max u) / T) / sum_w exp((u_w - max u) / T). Subtracting the maximum makes
+    every exponent <= 0, so nothing overflows; for tiny T the non-maximal exponents underflow to
+    exactly 0, which is the argmax limit.
 
     Examples
     --------
     >>> softmax([1.0, 2.0], temperature=1e-300).tolist()
     [0.0, 1.0]
+    >>> softmax([1.0, 2.0], temperature=math.inf).tolist()
+    [0.5, 0.5]
     """
     t = _check_temperature(temperature)
-    arr = _as_float_array(u)
+    arr = _as_float_array(u, axis=axis)
     _check_finite_logits(arr)
     if math.isinf(t):
         return _normalize(np.isfinite(arr).astype(arr.dtype), axis)
     m = np.max(arr, axis=axis, keepdims=True)
     if np.isneginf(m).any():
         raise InputError("logits are -inf everywhere in some row: no distribution to normalize")
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        scaled = (arr - m) / t
-    if not np.isfinite(scaled[np.isfinite(arr)]).all() or t < np.finfo(arr.dtype).tiny:
-        return _normalize((arr == m).astype(arr.dtype), axis)  # T -> 0: argmax, ties split
-    e = np.exp(scaled)
+    if t < np.finfo(arr.dtype).tiny:  # T would round to 0 in this dtype: the limit itself
+        return _normalize((arr == m).astype(arr.dtype), axis)  # argmax, ties split
+    with np.errstate(over="ignore", under="ignore"):
+        e = np.exp((arr - m) / t)  # exponents <= 0; the maxima give exactly 1
     return e / e.sum(axis=axis, keepdims=True)
 
 
@@ -136,10 +166,22 @@ def entropy(logp, axis: int = -1, base: float = math.e) -> np.ndarray:
     ----------
     logp : array_like
         Normalized log-probabilities (natural log); -inf entries contribute 0.
+    axis : int
+        The vocabulary axis (last by default).
     base : float
         Logarithm base of the result: e (nats, default) or 2 (bits).
+
+    Notes
+    -----
+    H = -sum_v p_v log p_v, with 0 log 0 = 0; in bits H / ln 2.
+
+    Examples
+    --------
+    >>> float(entropy(np.log([0.5, 0.5]), base=2))
+    1.0
     """
-    arr = _as_float_array(logp, "log-probabilities")
+    arr = _as_float_array(logp, "log-probabilities", axis=axis)
+    _check_finite_logits(arr, "log-probabilities")
     p = np.exp(arr)
     terms = np.where(p > 0, -p * np.where(np.isfinite(arr), arr, 0.0), 0.0)
     h = terms.sum(axis=axis)

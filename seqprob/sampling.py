@@ -2,13 +2,22 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
 from .errors import InputError
 from .functional import softmax
+from .vocab import check_ids
 
 __all__ = ["next_token_probs", "generate", "sample"]
+
+
+def _check_int(value, name: str, minimum: int) -> int:
+    """``value`` as an int, or :class:`InputError` naming it and the limit."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}", value=value, limit=minimum)
+    return int(value)
 
 
 def next_token_probs(logprobs, temperature: float = 1.0, top_k: int | None = None,
@@ -35,15 +44,15 @@ def next_token_probs(logprobs, temperature: float = 1.0, top_k: int | None = Non
     >>> next_token_probs(np.log([0.5, 0.3, 0.2]), top_k=2).round(3).tolist()
     [0.625, 0.375, 0.0]
     """
-    p = softmax(np.asarray(logprobs, dtype=np.float64), temperature=temperature)  # (V,)
+    row = np.asarray(logprobs)
+    p = softmax(row.astype(np.float64) if row.dtype.kind in "iuf" else row, temperature=temperature)  # (V,)
     if top_k is not None:
-        if int(top_k) != top_k or top_k < 1:
-            raise InputError(f"top_k must be an integer >= 1, got {top_k!r}", value=top_k, limit=1)
-        if top_k < p.size:
-            kth = np.partition(p, -int(top_k))[-int(top_k)]
+        k = _check_int(top_k, "top_k", 1)
+        if k < p.size:
+            kth = np.partition(p, -k)[-k]
             p = np.where(p >= kth, p, 0.0)
     if top_p is not None:
-        if not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
+        if isinstance(top_p, bool) or not isinstance(top_p, numbers.Real) or not 0 < top_p <= 1:
             raise InputError(f"top_p must be in (0, 1], got {top_p!r}", value=top_p, limit=1.0)
         order = np.argsort(-p, kind="stable")
         cum = np.cumsum(p[order]) / p.sum()
@@ -61,14 +70,12 @@ def generate(model, prefix_ids, max_new_tokens: int = 50, temperature: float = 1
     ``numpy.random.Generator`` (same seed, same tokens), and never emits ``<s>``. Stops after
     ``</s>`` when ``stop_at_eos`` (the ``</s>`` is not returned).
     """
-    if int(max_new_tokens) != max_new_tokens or max_new_tokens < 0:
-        raise InputError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}",
-                         value=max_new_tokens, limit=0)
-    rng = np.random.default_rng(seed)
+    max_new_tokens = _check_int(max_new_tokens, "max_new_tokens", 0)
+    rng = _rng(seed)
     vocab = model.vocab
-    state = model.start(np.asarray(prefix_ids, dtype=np.int64))
+    state = model.start(check_ids(prefix_ids, len(vocab), name="prefix_ids"))
     out: list[int] = []
-    for _ in range(int(max_new_tokens)):
+    for _ in range(max_new_tokens):
         row = np.array(state.logprobs, dtype=np.float64)  # (V,)
         if vocab.bos_id is not None and vocab.bos_id != vocab.eos_id:
             row[vocab.bos_id] = -np.inf
@@ -80,6 +87,14 @@ def generate(model, prefix_ids, max_new_tokens: int = 50, temperature: float = 1
         if len(out) < max_new_tokens:
             state = model.step(state, token)
     return out
+
+
+def _rng(seed) -> np.random.Generator:
+    try:
+        return np.random.default_rng(seed)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"seed must be None, an integer >= 0 or a SeedSequence, got {seed!r} ({exc})",
+                         value=seed) from None
 
 
 def sample(model, prompt: str = "", tokenizer=None, max_new_tokens: int = 50,
@@ -120,7 +135,8 @@ def sample(model, prompt: str = "", tokenizer=None, max_new_tokens: int = 50,
         raise InputError("sample() needs a model whose vocabulary has a BOS token")
     prompt_ids = tok.encode(prompt) if prompt else []
     prefix = [model.vocab.bos_id] + list(prompt_ids)
-    seeds = [seed] if n is None else np.random.SeedSequence(seed).spawn(int(n))
+    # sample i uses the i-th child of SeedSequence(seed) (the seed is checked by _rng)
+    seeds = [seed] if n is None else _rng(seed).bit_generator.seed_seq.spawn(_check_int(n, "n", 0))
     texts = [tok.decode(list(prompt_ids) + generate(model, prefix, max_new_tokens, temperature,
                                                     top_k, top_p, s, stop_at_eos)) for s in seeds]
     return texts[0] if n is None else texts

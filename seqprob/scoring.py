@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import numpy as np
 
-from .errors import InputError
+from ._io import read_lines
+from .errors import InputError, SeqProbFileError
 from .functional import LN2, LN10, entropy as _entropy
+from .tokenizers.base import iter_texts
 from .vocab import Vocab, check_ids
 
 __all__ = ["score", "summarize", "joint_logprob", "perplexity", "evaluate", "Evaluation",
@@ -22,10 +25,14 @@ __all__ = ["score", "summarize", "joint_logprob", "perplexity", "evaluate", "Eva
 
 log = logging.getLogger(__name__)
 
-#: Largest number of floats one (B, T, V) block may hold while scoring (256 MB at float64).
+#: Largest number of floats one (B, T, V) block of ``model.logprobs`` may hold (128 MB at
+#: float32); a single sequence longer than that is still scored whole.
 _MAX_BLOCK_FLOATS = 2 ** 25
-#: Token budget of one batch when only the scored tokens' log-probs are needed.
-_MAX_BATCH_TOKENS = 2 ** 16
+#: Token budget of one batch when only the scored tokens' log-probs are needed
+#: (``model.token_logprobs``: a GPT keeps activations of a few floats per token and channel).
+_MAX_BATCH_TOKENS = 2 ** 13
+#: Rows of V floats converted to float64 at a time for entropy and rank.
+_STATS_FLOATS = 2 ** 22
 
 
 @dataclass
@@ -46,17 +53,24 @@ def _model_tokenizer(model, tokenizer):
 
 
 def _as_models(models) -> dict:
-    if isinstance(models, Mapping):
-        if not models:
-            raise InputError("no models given to score")
-        return dict(models)
-    return {type(models).__name__: models}
+    models = dict(models) if isinstance(models, Mapping) else {type(models).__name__: models}
+    if not models:
+        raise InputError("no models given to score")
+    for name, model in models.items():
+        if not all(hasattr(model, a) for a in ("vocab", "logprobs", "token_logprobs")):
+            raise InputError(f"model {name!r} ({type(model).__name__}) is not a LanguageModel: it needs "
+                             "vocab, logprobs and token_logprobs", model=name)
+    return models
 
 
 def _as_items(texts_or_ids) -> list:
     if isinstance(texts_or_ids, str) or (isinstance(texts_or_ids, np.ndarray) and texts_or_ids.ndim == 1):
         return [texts_or_ids]
-    items = list(texts_or_ids)
+    try:
+        items = list(texts_or_ids)
+    except TypeError:
+        raise InputError("texts_or_ids must be a str, a list of str or a list of id sequences, "
+                         f"got {type(texts_or_ids).__name__}") from None
     if items and all(isinstance(x, (int, np.integer)) for x in items):
         return [items]  # one sequence of ids
     if not items:
@@ -126,10 +140,10 @@ def encode_for_model(model, item, tokenizer=None, bos: bool = True, eos: bool = 
                     item if isinstance(item, str) else None)
 
 
-def _batches(lengths: np.ndarray, per_token_floats: int):
-    """Group sequence indices (sorted by length) so each padded block stays within budget."""
+def _batches(lengths: np.ndarray, budget: int):
+    """Group sequence indices (sorted by length) so each padded batch holds at most ``budget``
+    tokens (a longer sequence forms a batch of its own)."""
     order = np.argsort(lengths, kind="stable")
-    budget = max(_MAX_BLOCK_FLOATS // max(per_token_floats, 1), 1)
     batch: list = []
     for i in order:
         if batch and (len(batch) + 1) * lengths[i] > budget:
@@ -148,24 +162,51 @@ def _pad(seqs: list, pad_id: int) -> np.ndarray:
     return out
 
 
+def _row_stats(rows: np.ndarray, targets: np.ndarray):
+    """log P of ``targets``, entropy (bits) and rank from (B, T, V) rows, in float64 chunks
+    (so the float64 temporaries stay small whatever the model's block size)."""
+    B, T, V = rows.shape
+    flat, tgt = rows.reshape(B * T, V), targets.reshape(B * T)
+    lp, ent, rank = np.empty(B * T), np.empty(B * T), np.empty(B * T, dtype=np.int64)
+    step = max(1, _STATS_FLOATS // V)
+    for i in range(0, B * T, step):
+        r = flat[i:i + step].astype(np.float64)  # (n, V)
+        lp[i:i + step] = r[np.arange(len(r)), tgt[i:i + step]]
+        ent[i:i + step] = _entropy(r) / LN2
+        rank[i:i + step] = 1 + (r > lp[i:i + step, None]).sum(axis=-1)
+    return lp.reshape(B, T), ent.reshape(B, T), rank.reshape(B, T)
+
+
+def _check_not_nan(lp: np.ndarray, model, seq: int) -> np.ndarray:
+    """``lp`` (T,) itself, or :class:`InputError` naming where the model gave NaN."""
+    if np.isnan(lp).any():
+        t = int(np.flatnonzero(np.isnan(lp))[0])
+        raise InputError(f"{type(model).__name__} returned a NaN log-probability (sequence {seq}, "
+                         f"scored token {t + 1})", seq=seq, position=t + 1)
+    return lp
+
+
 def _score_model(model, encoded: list, with_distribution: bool) -> list:
-    """Per sequence: dict of (T,) arrays logprob [, entropy_bits, rank]. Batched, right-padded."""
+    """Per sequence: dict of (T,) arrays logprob [, entropy_bits, rank]. Batched, right-padded.
+
+    Without ``with_distribution`` only ``model.token_logprobs`` is called, so a model that
+    overrides it (the GPT) never builds a (B, T, V) block.
+    """
     lengths = np.array([len(e.ids) for e in encoded])
     V = len(model.vocab)
+    budget = max(_MAX_BLOCK_FLOATS // V, 1) if with_distribution else _MAX_BATCH_TOKENS
     results: list = [None] * len(encoded)
-    per_token = V if with_distribution else max(1, _MAX_BLOCK_FLOATS // _MAX_BATCH_TOKENS)
-    for idx in _batches(lengths, per_token):
+    for idx in _batches(lengths, budget):
         batch = _pad([encoded[i].ids for i in idx], pad_id=int(encoded[idx[0]].ids[-1]))
         if with_distribution:
-            rows = np.asarray(model.logprobs(batch[:, :-1]), dtype=np.float64)  # (B, T, V)
-            lp = np.take_along_axis(rows, batch[:, 1:, None], axis=-1)[..., 0]  # (B, T)
-            ent = _entropy(rows) / LN2  # (B, T)
-            rank = 1 + (rows > lp[..., None]).sum(axis=-1)  # (B, T)
+            rows = np.asarray(model.logprobs(batch[:, :-1]))  # (B, T, V)
+            lp, ent, rank = _row_stats(rows, batch[:, 1:])  # (B, T) each
         else:
             lp = np.asarray(model.token_logprobs(batch), dtype=np.float64)  # (B, T)
         for row, i in enumerate(idx):
             n = len(encoded[i].ids) - 1
-            out = {"logprob": np.where(encoded[i].impossible, -np.inf, lp[row, :n])}
+            seq_lp = _check_not_nan(lp[row, :n], model, i)
+            out = {"logprob": np.where(encoded[i].impossible, -np.inf, seq_lp)}
             if with_distribution:
                 out["entropy_bits"] = ent[row, :n]
                 out["rank"] = np.where(encoded[i].impossible, V, rank[row, :n])
@@ -273,6 +314,10 @@ def summarize(df, by: str = "seq"):
 
     if df is None or len(df) == 0:
         raise InputError("summarize() got an empty DataFrame: score something first")
+    missing = {"model", "seq", "logprob", "is_oov"} - set(getattr(df, "columns", ()))
+    if not isinstance(df, pd.DataFrame) or missing:
+        raise InputError(f"summarize() needs the DataFrame of score(), got {type(df).__name__} "
+                         f"without columns {sorted(missing)}", missing=sorted(missing))
     if by not in ("seq", "model"):
         raise InputError(f"by must be 'seq' or 'model', got {by!r}", value=by)
     texts = df.attrs.get("texts") or []
@@ -372,6 +417,23 @@ def _ratio_ppl(log_total: float, count: int, base: float = math.e) -> float:
 def evaluate(model, lines, tokenizer=None, bos: bool = True, eos: bool = True) -> Evaluation:
     """Every corpus figure of ``model`` on ``lines`` (one sentence per line); blank lines skipped.
 
+    Parameters
+    ----------
+    model : LanguageModel
+    lines : iterable of str, or path
+        The sentences, or a text file of them (``.gz`` allowed, ``'-'`` = stdin).
+    tokenizer, bos, eos
+        As in :func:`score`.
+
+    Returns
+    -------
+    Evaluation
+        Counts, total log-probability, perplexities (KenLM and SRILM conventions), bits.
+
+    Notes
+    -----
+    perplexity = exp(-sum_i log P(x_i | x_<i) / N) over all N scored tokens of the corpus.
+
     Examples
     --------
     >>> import seqprob as sp
@@ -380,16 +442,23 @@ def evaluate(model, lines, tokenizer=None, bos: bool = True, eos: bool = True) -
     >>> ev.n_tokens, round(ev.perplexity, 6)
     (5, 4.0)
     """
-    from ._io import read_lines
-
-    texts = list(read_lines(lines)) if isinstance(lines, (str, bytes)) or hasattr(lines, "__fspath__") \
-        else [line.strip() for line in lines]
+    texts = _corpus_lines(lines)
     kept = [t for t in texts if t]
     if not kept:
         raise InputError("nothing to evaluate: the corpus has no non-empty lines")
     encoded = [encode_for_model(model, t, tokenizer, bos, eos) for t in kept]
     results = _score_model(model, encoded, with_distribution=False)
     return _figures(encoded, results, eos, len(texts) - len(kept))
+
+
+def _corpus_lines(lines) -> list:
+    """Stripped lines of a corpus given as a path (``'-'``: stdin) or an iterable of str."""
+    if isinstance(lines, (str, os.PathLike)):
+        if str(lines) != "-" and not os.path.exists(lines):
+            raise SeqProbFileError(f"cannot read corpus {str(lines)!r}: no such file (to score the "
+                                   "text itself, pass a list of lines)", path=str(lines))
+        return list(read_lines(lines))
+    return [line.strip() for line in iter_texts(lines, "lines")]
 
 
 def _figures(encoded: list, results: list, eos: bool, skipped: int) -> Evaluation:
@@ -420,8 +489,27 @@ def _figures(encoded: list, results: list, eos: bool, skipped: int) -> Evaluatio
 
 
 def perplexity(model, lines, tokenizer=None, bos: bool = True, eos: bool = True) -> float:
-    """Token-weighted corpus perplexity exp(total NLL / scored tokens) (KenLM "including OOVs").
+    """Token-weighted corpus perplexity (KenLM's "including OOVs").
 
+    Parameters
+    ----------
+    model : LanguageModel
+    lines : iterable of str, or path
+        One sentence per item (blank lines are skipped).
+    tokenizer, bos, eos
+        As in :func:`score`.
+
+    Notes
+    -----
+    PPL = exp(-(1/N) sum_i log P(x_i | x_<i)), N = all scored tokens (``</s>`` included):
+    the exponential of the mean NLL per token, never a mean of per-sentence perplexities.
     See :func:`evaluate` for every other figure.
+
+    Examples
+    --------
+    >>> import seqprob as sp
+    >>> tok = sp.WhitespaceTokenizer.fit(["a b"])
+    >>> round(perplexity(sp.UniformModel(tok.vocab), ["a b", "b a"], tokenizer=tok), 6)
+    4.0
     """
     return evaluate(model, lines, tokenizer=tokenizer, bos=bos, eos=eos).perplexity

@@ -14,6 +14,7 @@ import numpy as np
 from .base import BaseLanguageModel
 from .errors import InputError
 from .tokenizers import Tokenizer, WhitespaceTokenizer
+from .tokenizers.base import iter_texts
 from .vocab import Vocab
 
 __all__ = ["UniformModel", "JointTable", "lookup_table_size", "ATOMS_IN_UNIVERSE_LOG10"]
@@ -23,7 +24,24 @@ ATOMS_IN_UNIVERSE_LOG10 = 80.0
 
 
 def lookup_table_size(vocab_size: int, length: int) -> float:
-    """log10 of the number of rows of a joint table over all sequences: log10(V^T) = T log10 V.
+    """log10 of the number of rows of a joint table over all sequences of a length.
+
+    Parameters
+    ----------
+    vocab_size : int
+        V >= 1, the number of token types.
+    length : int
+        T >= 0, the sequence length.
+
+    Returns
+    -------
+    float
+        log10(V^T) = T log10 V (the count itself overflows any float for realistic V, T).
+
+    Notes
+    -----
+    A table of P(x_1 .. x_T) needs one row per sequence: V^T rows. The chain rule replaces
+    it by T conditionals of V entries each.
 
     Examples
     --------
@@ -32,11 +50,15 @@ def lookup_table_size(vocab_size: int, length: int) -> float:
     >>> lookup_table_size(50_000, 100) > ATOMS_IN_UNIVERSE_LOG10  # more rows than atoms
     True
     """
-    if int(vocab_size) != vocab_size or vocab_size < 1:
-        raise InputError(f"vocab_size must be an integer >= 1, got {vocab_size!r}", value=vocab_size, limit=1)
-    if int(length) != length or length < 0:
-        raise InputError(f"length must be an integer >= 0, got {length!r}", value=length, limit=0)
+    _check_count(vocab_size, "vocab_size", 1)
+    _check_count(length, "length", 0)
     return float(length) * math.log10(vocab_size)
+
+
+def _check_count(value, name: str, minimum: int) -> None:
+    if (isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating))
+            or not math.isfinite(value) or int(value) != value or value < minimum):
+        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}", value=value, limit=minimum)
 
 
 def _predictable(vocab: Vocab) -> np.ndarray:
@@ -73,6 +95,9 @@ class UniformModel(BaseLanguageModel):
     def _logprobs(self, batch: np.ndarray) -> np.ndarray:
         return np.broadcast_to(self._row, batch.shape + self._row.shape).copy()  # (B, T, V)
 
+    def _token_logprobs(self, batch: np.ndarray) -> np.ndarray:
+        return self._row[batch[:, 1:]]  # (B, T): nothing of size V per position
+
 
 class JointTable(BaseLanguageModel):
     """The joint lookup table: P(sequence) = count(sequence) / N, unseen sequences get 0.
@@ -95,8 +120,22 @@ class JointTable(BaseLanguageModel):
         pass
 
     def fit(self, lines, tokenizer: Tokenizer | None = None) -> "JointTable":
-        """Count every whole sentence (``<s>`` words ``</s>``) of ``lines``."""
-        lines = [lines] if isinstance(lines, str) else list(lines)
+        """Count every whole sentence (``<s>`` words ``</s>``) of ``lines``.
+
+        Parameters
+        ----------
+        lines : iterable of str (or one str)
+            One sentence per item; an empty line counts as the empty sentence.
+        tokenizer : Tokenizer, optional
+            Needs ``<s>`` and ``</s>``; default: a :class:`WhitespaceTokenizer` fitted on ``lines``.
+
+        Returns
+        -------
+        JointTable
+            ``self``, with ``tokenizer_``, ``vocab_``, ``n_sequences_`` and ``table_``
+            (prefix -> next ids and their counts).
+        """
+        lines = [lines] if isinstance(lines, str) else list(iter_texts(lines, "lines"))
         if not any(line.strip() for line in lines):
             raise InputError("cannot fit a JointTable on an empty corpus")
         tok = tokenizer if tokenizer is not None else WhitespaceTokenizer.fit(lines)
@@ -119,6 +158,22 @@ class JointTable(BaseLanguageModel):
     def tokenizer(self) -> Tokenizer:
         self._check_fitted()
         return self.tokenizer_
+
+    def _token_logprobs(self, batch: np.ndarray) -> np.ndarray:
+        out = np.empty((batch.shape[0], batch.shape[1] - 1))  # (B, T)
+        for b, seq in enumerate(batch.tolist()):
+            for t in range(1, len(seq)):
+                out[b, t - 1] = self._logprob(tuple(seq[:t]), seq[t])
+        return out
+
+    def _logprob(self, prefix: tuple, token: int) -> float:
+        """log c(prefix token) / c(prefix) without building the (V,) row."""
+        entry = self.table_.get(prefix)
+        if entry is None:
+            return float(self._uniform[token])
+        ids, counts = entry
+        hit = counts[ids == token].sum()
+        return math.log(hit / counts.sum()) if hit else -math.inf
 
     def _row(self, prefix: tuple) -> np.ndarray:
         entry = self.table_.get(prefix)

@@ -53,6 +53,17 @@ def evaluate_loss(model, windows: np.ndarray, batch_size: int) -> float:
     """Mean next-token NLL (nats per token) of ``model`` over the rows of ``windows``.
 
     Uses ``model.token_logprobs`` (a forward pass only, no dropout, no gradient).
+
+    Notes
+    -----
+    loss = -(1/N) Σ_windows Σ_t log P(x_t | x_<t), N = number of scored targets.
+
+    Examples
+    --------
+    >>> import seqprob.gpt as g
+    >>> model = g.GPT(g.GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=1, n_embd=4))
+    >>> round(evaluate_loss(model, np.array([[0, 1, 2, 3, 4]]), batch_size=8), 2)  # ~ log 5
+    1.61
     """
     total, count = 0.0, 0
     for i in range(0, len(windows), batch_size):
@@ -175,6 +186,9 @@ class _Run:
             self.val = _eval_windows(val, self.block, _positive_int("eval_windows", eval_windows))
         self.eval_every = _positive_int("eval_every", eval_every or max(1, self.steps // 10))
         self.checkpoint = Path(checkpoint) if checkpoint is not None else None
+        if self.checkpoint is not None:  # fail now, not at the first save after training steps
+            from .gpt.checkpoint import check_replaceable
+            check_replaceable(self.checkpoint)
         self.ckpt_every = _positive_int("checkpoint_every", checkpoint_every or self.eval_every)
         self.lr, self.seed = lr, seed
         self.warmup = min(100, self.steps // 10) if warmup is None else warmup
@@ -186,6 +200,8 @@ class _Run:
         self.stop_at = self.steps if stop_at is None else _positive_int("stop_at", stop_at)
         if self.stop_at > self.steps:
             raise InputError(f"stop_at={stop_at} is beyond steps={steps}", value=stop_at, limit=steps)
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise InputError(f"seed must be an integer >= 0, got {seed!r}", value=seed, limit=0)
         self.rng = np.random.default_rng(seed)
         self.step, self.rows, self.seconds0, self.saved_step = 0, [], 0.0, None
 
@@ -265,6 +281,7 @@ class _Run:
                 lr = cosine_schedule(self.step, self.lr, self.warmup, self.steps, self.min_lr)
                 loss = self.one_step(opt, lr)
                 self.step += 1
+                self.check_weights()
                 val = self.maybe_eval()
                 elapsed = time.perf_counter() - start
                 self.rows.append([self.step, lr, loss, val, self.step * self.batch_size * self.block,
@@ -278,38 +295,49 @@ class _Run:
             bar.close()
 
     def one_step(self, opt, lr: float) -> float:
+        """Draw a batch, compute loss and gradients, clip, update; diverged before any update
+        if the loss or the gradient norm is not finite."""
         batch = sample_windows(self.ids, self.batch_size, self.block, self.rng)  # (B, T+1)
-        try:
-            if self.config.dropout > 0:
-                loss, grads = self.model.loss_and_grads(batch, rng=self.rng)
-            else:
-                loss, grads = self.model.loss_and_grads(batch)
-        except InputError as exc:  # a forward pass that found non-finite weights
-            if all(np.isfinite(p).all() for p in self.model.params.values()):
-                raise
-            self.diverged(f"the weights became non-finite ({exc})", loss=math.nan)
+        if self.config.dropout > 0:
+            loss, grads = self.model.loss_and_grads(batch, rng=self.rng)
+        else:
+            loss, grads = self.model.loss_and_grads(batch)
         loss = float(loss)
         if not math.isfinite(loss):
-            self.diverged(f"the loss is {loss}", loss=loss)
+            self.diverged(self.step + 1, f"the loss is {loss}", loss, updated=False)
         norm = clip_grad_norm(grads, self.grad_clip if self.grad_clip else math.inf)
         if not math.isfinite(norm):
-            self.diverged(f"the gradient norm is {norm}", loss=loss)
+            self.diverged(self.step + 1, f"the gradient norm is {norm}", loss, updated=False)
         opt.step(grads, lr=lr)
         return loss
+
+    def check_weights(self) -> None:
+        """Diverged if the update just made (step ``self.step``) left a non-finite weight."""
+        flat = getattr(self.model, "flat_params_", None)  # one pass when there is one buffer
+        arrays = [flat] if flat is not None else self.model.params.values()
+        if all(np.isfinite(a.max()) and np.isfinite(a.min()) for a in arrays):
+            return
+        name = next(n for n, v in self.model.params.items() if not np.isfinite(v).all())
+        self.diverged(self.step, f"the update made parameter {name!r} non-finite", math.nan,
+                      updated=True)
 
     def maybe_eval(self) -> float:
         if self.val is None or (self.step % self.eval_every and self.step != self.steps):
             return math.nan
-        val = evaluate_loss(self.model, self.val, self.batch_size)
+        try:
+            val = evaluate_loss(self.model, self.val, self.batch_size)
+        except InputError as exc:  # finite but huge weights: the forward pass overflowed
+            self.diverged(self.step, f"the validation forward pass failed ({exc})", math.nan,
+                          updated=True)
         log.info("step %d: val_loss %.4f", self.step, val)
         return val
 
-    def diverged(self, what: str, loss: float):
-        step = self.step + 1
+    def diverged(self, step: int, what: str, loss: float, updated: bool):
         kept = (f"; the last good checkpoint (step {self.saved_step}) is kept in "
                 f"{str(self.checkpoint)!r}" if self.saved_step is not None else "")
+        state = "the parameters hold that step's update" if updated else "parameters not updated"
         raise TrainingDivergedError(
-            f"training diverged at step {step}: {what}; parameters not updated{kept} "
+            f"training diverged at step {step}: {what}; {state}{kept} "
             f"(try a lower lr than {self.lr!r} or grad_clip)", step=step, loss=loss,
             checkpoint=str(self.checkpoint) if self.saved_step is not None else None)
 

@@ -5,7 +5,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .errors import InputError, TokenIdError
+from .errors import InputError, TokenIdError, UnknownTokenError
 
 __all__ = ["Vocab", "BOS", "EOS", "UNK"]
 
@@ -83,11 +83,11 @@ class Vocab:
         return f"Vocab(size={len(self)}, bos={self.bos!r}, eos={self.eos!r}, unk={self.unk!r})"
 
     def id(self, token: str) -> int:
-        """Id of ``token``; raises ``KeyError``-like :class:`InputError` if absent."""
+        """Id of ``token``; :class:`UnknownTokenError` (a ``KeyError``) if absent."""
         try:
             return self._index[token]
         except KeyError:
-            raise InputError(f"token {token!r} is not in the vocabulary", token=token) from None
+            raise UnknownTokenError(f"token {token!r} is not in the vocabulary", token=token) from None
 
     def lookup(self, token: str) -> int:
         """Id of ``token``, or ``unk_id`` for an unknown token (error if there is no ``<unk>``)."""
@@ -95,7 +95,8 @@ class Vocab:
         if idx is not None:
             return idx
         if self.unk_id is None:
-            raise InputError(f"token {token!r} is not in the vocabulary and it has no <unk>", token=token)
+            raise UnknownTokenError(f"token {token!r} is not in the vocabulary and it has no <unk>",
+                                    token=token)
         return self.unk_id
 
     def token(self, idx: int) -> str:
@@ -123,9 +124,17 @@ def check_ids(ids, vocab_size: int, name: str = "ids", allow_empty: bool = False
     """Validate token ids: an integer array with every id in [0, vocab_size).
 
     Returns the ids as an ``int64`` array. Floats that hold integers are refused: a float id
-    is almost always a bug upstream.
+    is almost always a bug upstream. Ragged nested lists raise :class:`InputError`.
+
+    Examples
+    --------
+    >>> check_ids([1, 2], 3).tolist()
+    [1, 2]
     """
-    arr = np.asarray(ids)
+    try:
+        arr = np.asarray(ids)
+    except ValueError as exc:  # ragged nested sequences
+        raise InputError(f"{name} must be a rectangular array of integers: {exc}") from None
     if arr.dtype == object or arr.dtype.kind not in "iu":
         if arr.size == 0 and arr.dtype.kind == "f":
             arr = arr.astype(np.int64)

@@ -116,6 +116,25 @@ def test_reads_srilm_dialect(tmp_path):
     assert np.isneginf(model.logprobs([1])[0, 1])  # <s> at -99 or 0: never predicted
 
 
+@pytest.mark.parametrize("dialect", [
+    lambda t: t.replace("0\t<s>", "-99\t<s>"),                       # SRILM's <s>
+    lambda t: t.replace("<unk>", "<UNK>"),                             # upper-case unknown word
+    lambda t: t.replace("\t<unk>\t0\n", "\t<unk>\n").replace("</s>\t0", "</s>"),  # no back-off = 0
+    lambda t: "written by some tool\n\n" + t.replace("\n", "\n\n"),  # text before, blank lines
+    lambda t: t.replace("\n", "\r\n"),                                # Windows line ends
+    lambda t: "\ufeff" + t,                                            # byte-order mark
+    lambda t: t.replace("\t", "  "),                                   # spaces for tabs
+])
+def test_dialects_read_the_same_model(tmp_path, dialect):
+    ref = read_arpa(_write(tmp_path, GOOD, "ref.arpa"))
+    other = read_arpa(_write(tmp_path, dialect(GOOD)))
+    assert other.tables_.sizes() == ref.tables_.sizes() and other.vocab.unk_id == 0
+    seqs = [np.array([1, 3, 2]), np.array([1, 0, 3, 3, 2]), np.array([1, 2])]
+    for a, b in zip(ref.token_logprobs_many(seqs), other.token_logprobs_many(seqs)):
+        np.testing.assert_array_equal(a, b)
+    assert np.isneginf(other.logprobs([1])[0, 1])  # <s> is never predicted
+
+
 def test_missing_unk_gets_kenlm_substitute(tmp_path):
     text = "\\data\\\nngram 1=3\n\n\\1-grams:\n0\t<s>\n-0.3\t</s>\n-0.3\ta\n\\end\\\n"
     with pytest.warns(UserWarning, match="no <unk>"):
@@ -152,6 +171,9 @@ def test_good_minimal_file(tmp_path):
     ("\\data\\", "\\dat\\", 1, "not an ARPA file"),
     ("\\2-grams:", "\\3-grams:", 11, "out of order"),
     ("\\2-grams:", "\\2-gramz:", 11, "unknown section"),
+    ("ngram 2=2", "ngram 2=2\nngram 2=2", 4, "count twice"),
+    ("ngram 2=2", "ngram 2=2\nngram 4=1", 4, "declares orders"),
+    ("ngram 2=2\n", "", 10, "2-grams: is not declared"),
 ])
 def test_malformed_files_name_the_line(tmp_path, old, new, line, match):
     bad = GOOD.replace(old, new, 1)
@@ -175,6 +197,11 @@ def test_missing_context_and_non_utf8(tmp_path):
     assert info.value.line == 9
     with pytest.raises(SeqProbFileError):
         read_arpa(tmp_path / "nope.arpa")
+    corrupt = bytearray(gzip.compress(GOOD.encode() * 20))
+    corrupt[20:40] = bytes(b ^ 0xFF for b in corrupt[20:40])
+    (tmp_path / "bad.arpa.gz").write_bytes(bytes(corrupt))
+    with pytest.raises(SeqProbFileError, match="bad.arpa.gz"):
+        read_arpa(tmp_path / "bad.arpa.gz")
 
 
 def test_vocab_that_cannot_be_written(tmp_path):

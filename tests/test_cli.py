@@ -71,16 +71,28 @@ def test_sample_is_reproducible(capsys):
     assert capsys.readouterr().out == first and first.startswith("and god")
 
 
+@pytest.fixture(scope="module")
+def bad_tokenizer_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tok") / "broken.json"
+    path.write_text('{"type": "whitespace", "vocab": {"tokens": [1, 1]}}')
+    return str(path)
+
+
 @pytest.mark.parametrize("argv, message", [
-    (["score", "x", "--model", "/no/such/model.arpa"], "does not exist"),
+    (["score", "x", "--model", "/no/such/model.arpa"], "'/no/such/model.arpa' does not exist"),
     (["score", "--model", ARPA], "no text"),
-    (["sample", "--model", ARPA, "--temperature", "0"], "temperature"),
+    (["score", "", "--model", ARPA], "empty text ''"),
+    (["score", "x", "--model", ARPA, "--tokenizer", "/no/such/tok.json"], "'/no/such/tok.json'"),
+    (["score", "x", "--model", ARPA, "--tokenizer", "BAD"], "duplicate token '1'"),
+    (["sample", "--model", ARPA, "--temperature", "0"], "temperature must be > 0 (use a small value"),
+    (["sample", "--model", ARPA, "-n", "-1"], "n must be an integer >= 0, got -1"),
+    (["tokenize", "x", "--tokenizer", "nope_base"], "unknown tiktoken encoding 'nope_base'"),
     (["ppl", "--model", ARPA, "/no/such/file.txt"], "cannot read"),
 ])
-def test_errors_are_one_line_no_traceback(argv, message, capsys):
-    assert main(argv) == 2
+def test_errors_are_one_line_no_traceback(argv, message, capsys, bad_tokenizer_file):
+    assert main([bad_tokenizer_file if a == "BAD" else a for a in argv]) == 2
     err = capsys.readouterr().err
-    assert message in err and "Traceback" not in err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 def test_python_dash_m_entry_point():

@@ -85,6 +85,30 @@ def test_counts_invariant_to_chunking(sentences, order, chunk, merge_every):
     assert (whole.n_sentences, whole.n_tokens) == (merged.n_sentences, merged.n_tokens)
 
 
+def test_chunks_are_read_lazily_and_merged_in_bounded_batches(monkeypatch):
+    """Never more than ``merge_every`` chunk tables wait to be merged; chunks are pulled one at
+    a time from a generator (a corpus larger than memory is never held whole)."""
+    import seqprob.counts as counts_mod
+
+    sizes, merges_before_pull = [], []
+    real_merge = counts_mod.merge_counts
+
+    def spy(parts, vocab_size):
+        sizes.append(len(parts))
+        return real_merge(parts, vocab_size)
+
+    def chunks():
+        for i in range(20):
+            merges_before_pull.append(len(sizes))
+            yield np.array([3 + i % 4, 4]), np.array([2])
+
+    monkeypatch.setattr(counts_mod, "merge_counts", spy)
+    c = count_ngrams(chunks(), 2, vocab_size=8, merge_every=3)
+    assert max(sizes) <= 3 and len(sizes) >= 9
+    assert merges_before_pull[-1] >= 9  # merged while reading, not after reading everything
+    assert c.n_sentences == 20 and c.count([4, 2]) == 20
+
+
 def test_growing_vocabulary_between_chunks():
     chunks = [(np.array([3, 4]), np.array([2])), (np.array([5, 3, 6]), np.array([3]))]
     c = count_ngrams(chunks, 2, vocab_size=lambda: 7)

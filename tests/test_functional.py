@@ -107,3 +107,58 @@ def test_entropy_units():
     assert F.nats_to_log10(math.log(10)) == pytest.approx(1.0)
     assert F.log10_to_nats(1.0) == pytest.approx(math.log(10))
     assert F.surprisal_bits(math.log(0.25)) == pytest.approx(2.0)
+
+
+extreme = st.sampled_from(["plain", "huge", "neginf", "tie"])
+
+
+def _extreme_row(kind, dtype):
+    big = float(np.finfo(dtype).max) * 0.9
+    return np.asarray({"plain": [0.0, 1.0], "huge": [-big, big], "neginf": [-np.inf, 2.0],
+                       "tie": [3.0, 3.0]}[kind], dtype=dtype)
+
+
+@given(arrays(min_side=2).filter(lambda a: a.ndim == 2), extreme, st.floats(1e-30, 1e3), dtypes)
+def test_softmax_rows_are_independent(x, row, t, dtype):
+    """Each row's softmax depends on that row only, even next to a row that overflows."""
+    x = x[:, :2].astype(dtype)
+    stacked = np.vstack([x, _extreme_row(row, dtype)])
+    p = F.softmax(stacked, temperature=t)
+    for i in range(len(stacked)):
+        np.testing.assert_array_equal(p[i], F.softmax(stacked[i], temperature=t))
+    assert np.isfinite(p).all()
+    np.testing.assert_allclose(p.sum(-1), 1.0, rtol=1e-6)
+
+
+@given(hnp.arrays(np.float64, hnp.array_shapes(min_dims=2, max_dims=3, max_side=5), elements=finite),
+       st.floats(0.1, 10))
+def test_softmax_along_any_axis(x, t):
+    for axis in range(x.ndim):
+        p = F.softmax(x, temperature=t, axis=axis)
+        np.testing.assert_allclose(p, np.moveaxis(F.softmax(np.moveaxis(x, axis, -1), temperature=t), -1, axis))
+        np.testing.assert_allclose(np.exp(F.log_softmax(x, axis=axis)), p if t == 1 else F.softmax(x, axis=axis))
+
+
+@given(hnp.arrays(np.float64, st.integers(2, 8), elements=finite, unique=True), st.floats(1e-3, 1.0))
+def test_lower_temperature_concentrates_on_the_argmax(x, t):
+    """T -> 0 approaches argmax monotonically: the top probability never drops as T falls."""
+    top = np.argmax(x)
+    assert F.softmax(x, temperature=t / 2)[top] >= F.softmax(x, temperature=t)[top] - 1e-12
+
+
+def test_extreme_values_give_no_warning_and_no_nan():
+    with np.errstate(all="raise"):
+        assert F.logsumexp(np.array([-1.7e308, 1.7e308])) == 1.7e308
+        np.testing.assert_array_equal(F.log_softmax(np.array([-1.7e308, 1.7e308])), [-np.inf, 0.0])
+        np.testing.assert_array_equal(F.softmax(np.array([1.0, 2.0], np.float16), temperature=1e-10), [0, 1])
+
+
+def test_bad_axis_scalar_and_nan_entropy():
+    with pytest.raises(InputError, match="axis 5"):
+        F.logsumexp(np.zeros((2, 3)), axis=5)
+    with pytest.raises(InputError, match="scalar"):
+        F.softmax(3.0)
+    with pytest.raises(InputError, match=r"shape \(0, 3\)"):
+        F.softmax(np.zeros((0, 3)), axis=0)
+    with pytest.raises(InputError, match="NaN"):
+        F.entropy([np.nan, 0.0])

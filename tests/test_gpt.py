@@ -198,16 +198,38 @@ def test_sliding_window_scores_every_token_once(spec, data):
     stride = data.draw(st.integers(1, block))
     ids = np.random.default_rng(spec["seed"]).integers(0, spec["V"], n)
     got = model.logprobs(ids, stride=stride)
-    expected, done = [model.logprobs(ids[:block])], block  # reference: windows spelled out
-    while done < n:
-        end = min(done + stride, n)
-        expected.append(model.logprobs(ids[end - block:end])[done - (end - block):])
-        done = end
+    expected, start = [model.logprobs(ids[:block])], stride  # reference: windows spelled out
+    while start + block - stride < n:  # window [start, start + block) adds its last `stride` rows
+        done, end = start + block - stride, min(start + block, n)
+        assert end - start >= block - stride + 1  # context of every new row
+        expected.append(model.logprobs(ids[start:end])[done - start:])
+        start += stride
     np.testing.assert_allclose(got, np.concatenate(expected), atol=1e-12)
     tok = model.token_logprobs(ids, stride=stride)
     assert tok.shape == (n - 1,)
     rows = model.logprobs(ids[:-1], stride=stride)  # token_logprobs slides over the n-1 inputs
     np.testing.assert_allclose(tok, rows[np.arange(n - 1), ids[1:]], atol=1e-12)
+
+
+@settings(max_examples=10)
+@given(spec=configs, data=st.data())
+def test_sliding_window_padded_batch_equals_each_sequence(spec, data):
+    model = from_spec(spec)
+    block = spec["block"]
+    lengths = data.draw(st.lists(st.integers(1, 3 * block + 2), min_size=2, max_size=3))
+    stride = data.draw(st.integers(1, block))
+    rng = np.random.default_rng(spec["seed"])
+    seqs = [rng.integers(0, spec["V"], n) for n in lengths]
+    padded = np.zeros((len(seqs), max(lengths)), dtype=np.int64)
+    for i, s in enumerate(seqs):
+        padded[i, :len(s)] = s
+    out = model.logprobs(padded, stride=stride)
+    tok = model.token_logprobs(np.concatenate([padded, padded[:, :1]], axis=1), stride=stride)
+    for i, s in enumerate(seqs):
+        np.testing.assert_allclose(out[i, :len(s)], model.logprobs(s, stride=stride), atol=1e-12)
+        if len(s) > 1:
+            np.testing.assert_allclose(tok[i, :len(s) - 1], model.token_logprobs(s, stride=stride),
+                                       atol=1e-12)
 
 
 def test_logits_refuse_too_long_and_bad_stride():
@@ -222,6 +244,8 @@ def test_logits_refuse_too_long_and_bad_stride():
         model.logprobs(np.zeros(20, dtype=int), stride=0)
     with pytest.raises(InputError, match="stride"):
         model.logprobs(np.zeros(20, dtype=int), stride=9)
+    with pytest.raises(InputError, match=r"stride must be an integer in \[1, block_size=8\], got 2.5"):
+        model.token_logprobs(np.zeros(3, dtype=int), stride=2.5)  # checked for short input too
 
 
 # ----------------------------------------------------------------------------- gradients
@@ -344,6 +368,25 @@ def test_nan_weights_are_named():
         model.start([1, 2])
     loss, _ = model.loss_and_grads([[1, 2, 3]])
     assert np.isnan(loss)  # returned as is: the training loop names the step
+
+
+def test_inf_weights_and_bad_inputs_of_analysis_calls():
+    model = make()
+    model.params["wte"][5, 0] = np.inf  # id 5 is not read: only the unembedding sees it
+    for call in (model.logits, model.run_with_cache, model.logprobs):
+        with pytest.raises(InputError, match=r"'wte' holds a non-finite value inf at index \(5, 0\)"):
+            call([1, 2])
+    good = make()
+    with pytest.raises(InputError, match="NaN or inf"):
+        good.unembed(np.full(8, np.nan))
+    with pytest.raises(InputError, match="n_embd=8"):
+        good.unembed(np.zeros(7))
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "0", None, True])
+def test_bad_seed_is_named(seed):
+    with pytest.raises(InputError, match=f"seed must be an integer >= 0, got {seed!r}"):
+        GPT(GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=1, n_embd=4), seed=seed)
 
 
 def test_bad_mask_and_state():

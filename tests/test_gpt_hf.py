@@ -18,7 +18,7 @@ from seqprob.gpt import GPT
 from seqprob.gpt.safetensors import load_file, read_header, save_file
 
 HF = Path(__file__).parent / "fixtures" / "hf_gpt2"
-VARIANTS = ["tiny", "hub", "untied_bool", "bf16"]
+VARIANTS = ["tiny", "hub", "untied_bool", "bf16", "tiktoken"]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -56,6 +56,30 @@ def test_cached_sampling_matches_hf_logits():
         state = model.step(state, int(ids[t]))
         expected = ref[t] - np.log(np.exp(ref[t] - ref[t].max()).sum()) - ref[t].max()
         assert np.abs(state.logprobs - expected).max() < 1e-9
+
+
+@pytest.mark.parametrize("dtype, tol", [("float32", 1e-4), ("float64", 1e-9)])
+def test_tiktoken_file_plus_from_hf_score_text_as_gpt2_does(dtype, tol):
+    """A user-supplied .tiktoken encoding + GPT.from_hf, scored end to end through sp.score:
+    the ids are those of the real tiktoken, the log-probs those of transformers; the long text
+    (40 tokens, context 16) goes through the sliding window."""
+    from seqprob.scoring import score
+    from seqprob.tokenizers import TiktokenTokenizer
+
+    folder = HF / "tiktoken"
+    tok = TiktokenTokenizer(folder / "enc.tiktoken")
+    model = GPT.from_hf(folder, dtype=dtype, tokenizer=tok)
+    assert model.vocab.bos_id == model.vocab.eos_id == model.config.vocab_size - 1
+    texts = json.loads((folder / "texts.json").read_text())
+    df = score(model, list(texts.values()), tokenizer=tok)
+    for seq, name in enumerate(texts):
+        ids = np.load(folder / f"{name}_ids.npy")
+        assert tok.encode(texts[name]) == ids[1:-1].tolist()
+        rows = df[df.seq == seq]
+        assert rows.token_id.tolist() == ids[1:].tolist() and rows.is_eos.tolist()[-1]
+        ref = np.load(folder / f"{name}_logprobs_{'f32' if dtype == 'float32' else 'f64'}.npy")
+        assert np.abs(rows.logprob.to_numpy() - ref).max() < 2 * tol
+    assert len(np.load(folder / "long_ids.npy")) > 2 * model.config.block_size
 
 
 def _copy(tmp_path, variant="tiny") -> Path:

@@ -174,6 +174,31 @@ def test_fit_invariant_to_chunking(chunk):
         np.testing.assert_array_equal(a, b)
 
 
+def test_fit_reads_a_one_pass_iterable_and_a_path(tmp_path):
+    whole = WittenBell(order=3).fit(CORPUS)
+    once = WittenBell(order=3, chunk_chars=10).fit(line for line in CORPUS)
+    path = tmp_path / "corpus.txt.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write("\n".join(CORPUS) + "\n")
+    from_path = WittenBell(order=3).fit(path)
+    for other in (once, from_path):
+        assert other.vocab == whole.vocab and other.counts_.n_sentences == len(CORPUS)
+        for a, b in zip(whole.tables_.logp, other.tables_.logp):
+            np.testing.assert_array_equal(a, b)
+    with pytest.raises(InputError, match="pathlib.Path"):
+        WittenBell(order=2).fit(str(path))  # a str is a line, not a file name: refused
+
+
+@pytest.mark.parametrize("progress, shown", [(True, True), (False, False), (None, False)])
+def test_progress_bar(capsys, progress, shown):
+    """progress=True draws a tqdm bar of counted lines on stderr; None: only on a terminal."""
+    WittenBell(order=2, chunk_chars=5, progress=progress).fit(CORPUS)
+    err = capsys.readouterr().err
+    assert ("counting n-grams" in err) == shown
+    if shown:
+        assert f"/{len(CORPUS)} " in err  # a sized input gets a total (n/15 lines)
+
+
 def test_min_count_maps_rare_words_to_unk():
     model = WittenBell(order=2, min_count=2).fit(CORPUS + ["zebra once"])
     assert "zebra" not in model.vocab and "the" in model.vocab
@@ -291,6 +316,25 @@ def test_bad_lines():
         MLE(order=2).fit([1, 2])
 
 
+def test_bad_lines_and_tokenizer_objects():
+    with pytest.raises(InputError, match="iterable of lines, got NoneType"):
+        MLE(order=2).fit(None)
+    with pytest.raises(InputError, match="tokenizer must be a seqprob Tokenizer"):
+        MLE(order=2).fit(["a b"], tokenizer="whitespace")  # a str has .encode, but no vocab
+
+
+def test_failed_fit_leaves_the_model_unfitted():
+    model = ModifiedKneserNey(order=2).fit(CORPUS)  # warns and falls back
+    assert model.discounts_ and model.counts_
+    model.discount_fallback = None
+    with pytest.raises(InputError, match="could not estimate"):
+        model.fit(["a b", "a b"])  # too little data for discounts, fallback refused
+    learned = [n for n in vars(model) if n.endswith("_") and not n.startswith("_")]
+    assert learned == []  # nothing of either fit is left half-set
+    with pytest.raises(NotFittedError):
+        model.logprobs([1, 3])
+
+
 def test_reserved_symbol_through_a_tokenizer():
     tok = WhitespaceTokenizer.fit(["a b"])
     with pytest.raises(InputError, match="reserved symbol '</s>'"):
@@ -379,9 +423,51 @@ def test_cli_refuses_and_writes_nothing(tmp_path, capsys, args, match):
     assert not out.exists() and list(tmp_path.iterdir()) == [corpus]
 
 
+def test_cli_discount_fallback_is_one_warning_line(tmp_path, capsys):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a b\nb a\n")
+    assert _main(["ngram", "fit", str(corpus), "--order", "2", "-o", str(tmp_path / "m.arpa")]) == 0
+    err = capsys.readouterr().err
+    assert "seqprob ngram fit: warning: could not estimate modified Kneser-Ney" in err
+    assert "model.fit(" not in err  # no Python source excerpt
+    assert _main(["ngram", "fit", str(corpus), "--order", "2", "--no-discount-fallback",
+                  "-o", str(tmp_path / "n.arpa")]) == 2
+    assert "could not estimate" in capsys.readouterr().err and not (tmp_path / "n.arpa").exists()
+
+
+def test_cli_ppl_reports_skipped_blank_lines(tmp_path, capsys):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(CORPUS))
+    model = tmp_path / "m.arpa"
+    assert _main(["ngram", "fit", str(corpus), "--order", "2", "--smoothing", "wb", "-o", str(model)]) == 0
+    test = tmp_path / "t.txt"
+    test.write_text("the cat\n\nzebra sat\n")
+    capsys.readouterr()
+    assert _main(["ppl", "--model", str(model), str(test), "--format", "csv"]) == 0
+    rows = dict(line.rsplit(",", 1) for line in capsys.readouterr().out.splitlines()[1:])
+    assert rows["sentences"] == "2" and rows["words"] == "4" and rows["OOVs"] == "1"
+    assert rows["blank lines skipped"] == "1"
+
+
 def test_cli_bad_corpus_leaves_no_file(tmp_path, capsys):
     corpus = tmp_path / "c.txt"
     corpus.write_bytes(b"a b\n\xff\n")
     out = tmp_path / "m.arpa"
     assert _main(["ngram", "fit", str(corpus), "-o", str(out)]) == 2
     assert "UTF-8" in capsys.readouterr().err and not out.exists()
+
+
+def test_docstring_examples():
+    """The Examples sections of the n-gram, counting and ARPA modules run as written."""
+    import doctest
+
+    import seqprob.arpa
+    import seqprob.counts
+    import seqprob.ngram
+    from seqprob.ngram import _interpolate, base, estimators, kneser_ney, tables
+
+    for module in (seqprob.counts, seqprob.arpa, seqprob.ngram, base, estimators, kneser_ney,
+                   tables, _interpolate):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0, module.__name__
+        assert result.attempted > 0 or module is _interpolate

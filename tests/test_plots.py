@@ -116,6 +116,8 @@ def test_sentence_comparison_grid(scored):
     fig = plots.sentence_comparison(scored)
     assert isinstance(fig, Figure)
     assert len(fig.axes) == 4
+    for ax in fig.axes:
+        _labels_have_units(ax)
 
 
 @settings(max_examples=15)
@@ -203,6 +205,8 @@ def test_attention_grid_from_model(gpt):
     assert images[0].get_array().shape == (4, 4)  # <s> the cat sat
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert labels == ["<s>", "the", "cat", "sat"]
+    colorbar = [ax for ax in fig.axes if not ax.images]
+    assert len(colorbar) == 1 and "(probability)" in colorbar[0].get_ylabel()
 
 
 def test_attention_from_array_subset():
@@ -263,6 +267,12 @@ def test_reliability_bars_and_ece():
     assert len(ax.patches) == int((df["count"] > 0).sum())
     assert any("ECE" in t for t in _legend(ax))
     _labels_have_units(ax)
+
+
+def test_reliability_with_only_empty_bins_is_an_error():
+    df = reliability_table([0.95], [1], n_bins=4)
+    with pytest.raises(InputError, match="empty"):
+        plots.reliability(df[df["count"] == 0])
 
 
 def test_draw_into_given_axes(scored):

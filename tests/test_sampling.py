@@ -8,7 +8,7 @@ from hypothesis.extra import numpy as hnp
 from scipy import stats
 
 import seqprob as sp
-from seqprob.errors import InputError, TemperatureError
+from seqprob.errors import InputError, TemperatureError, TokenIdError
 from seqprob.sampling import generate, next_token_probs
 
 LINES = ["a b", "a b", "a c", "b"]
@@ -53,10 +53,26 @@ def test_filters_give_a_distribution(row, t, k, p):
 
 @given(logit_rows)
 def test_top_k_one_and_tiny_temperature_are_argmax(row):
-    for probs in (next_token_probs(row, temperature=1e-12),):
-        assert probs[np.argmax(row)] > 0
-        assert probs.sum() == pytest.approx(1.0)
-    assert next_token_probs(row, top_k=1)[np.argmax(row)] >= 1 / row.size
+    """All the mass on the maximal entries (shared equally by ties), none elsewhere."""
+    base = next_token_probs(row)
+    for probs, is_max in ((next_token_probs(row, temperature=1e-300), row == row.max()),
+                          (next_token_probs(row, top_k=1), base == base.max())):  # ties in probability
+        assert (probs[~is_max] == 0).all()
+        np.testing.assert_allclose(probs[is_max], 1 / is_max.sum())
+
+
+@given(hnp.arrays(np.float64, st.integers(2, 12), elements=st.integers(-20, 20).map(float), unique=True),
+       st.integers(1, 12), st.floats(0.05, 1.0))
+def test_top_k_and_top_p_keep_exactly_their_sets(row, k, p):
+    order = np.argsort(-row)
+    kept = next_token_probs(row, top_k=k) > 0
+    assert set(np.flatnonzero(kept)) == set(order[:k].tolist())  # the k most likely
+    base = next_token_probs(row)
+    nucleus = np.flatnonzero(next_token_probs(row, top_p=p) > 0)
+    mass = np.sort(base[nucleus])
+    assert mass.sum() >= p - 1e-9  # reaches p ...
+    assert mass[1:].sum() < p + 1e-9  # ... and is the smallest such set of most likely tokens
+    assert set(nucleus.tolist()) == set(order[:len(nucleus)].tolist())
 
 
 def test_top_p_keeps_the_nucleus():
@@ -77,3 +93,18 @@ def test_bad_arguments(table):
         sp.sample(table, "", max_new_tokens=-1)
     with pytest.raises(InputError, match="tokenizer"):
         sp.sample(sp.UniformModel(table.vocab), "a")
+    for kwargs, needle in [({"top_k": "a"}, "top_k must be an integer >= 1, got 'a'"),
+                           ({"top_k": 2.5}, "got 2.5"), ({"max_new_tokens": "3"}, "max_new_tokens"),
+                           ({"n": -1}, "n must be an integer >= 0, got -1"), ({"seed": -1}, "seed"),
+                           ({"top_p": float("nan")}, "top_p"), ({"temperature": -1}, "got -1")]:
+        with pytest.raises(InputError, match=needle):
+            sp.sample(table, "", **kwargs)
+    with pytest.raises(TokenIdError, match="99"):
+        generate(table, [table.vocab.bos_id, 99])
+    with pytest.raises(InputError, match="integers"):
+        generate(table, [1.5])
+
+
+def test_numpy_scalars_are_accepted(table):
+    assert sp.sample(table, "", top_p=np.float32(0.5), top_k=np.int64(2), seed=np.int64(1), n=np.int32(2)) \
+        == sp.sample(table, "", top_p=0.5, top_k=2, seed=1, n=2)

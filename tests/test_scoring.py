@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 import seqprob as sp
-from seqprob.errors import InputError
+from seqprob import scoring
+from seqprob.errors import InputError, SeqProbFileError, TokenIdError
 
 LINES = ["the cat sat on the mat", "the dog sat on the log", "a cat ran", "the cat sat"]
 words = st.sampled_from("the cat dog sat on mat a ran log".split())
@@ -47,6 +48,21 @@ def test_sum_of_token_logprobs_is_joint(texts, eos):
         assert (df.seq == seq).sum() == len(text.split()) + int(eos)  # never a dropped token
 
 
+@given(st.lists(sentences, min_size=1, max_size=4), st.booleans())
+def test_first_token_is_scored_as_p_x1_given_bos(texts, eos):
+    """Row 1 of every sequence is P(x_1 | <s>) itself: never dropped, never a 0.0 placeholder."""
+    model = sp.JointTable().fit(LINES + texts)
+    df = sp.score({"m": model}, texts, eos=eos)
+    first_rows = np.exp(model.logprobs([model.vocab.bos_id])[0])
+    for seq, text in enumerate(texts):
+        first = df[df.seq == seq].iloc[0]
+        word = text.split()[0]
+        assert first.position == 1 and first.token == word
+        assert math.exp(first.logprob) == pytest.approx(first_rows[model.vocab.id(word)])
+        assert math.exp(first.logprob) == pytest.approx(sum(l.split()[0] == word for l in LINES + texts)
+                                                        / len(LINES + texts))
+
+
 @given(st.lists(sentences, min_size=1, max_size=6))
 def test_batched_equals_one_at_a_time(texts):
     model = sp.JointTable().fit(LINES + texts[::2])
@@ -57,16 +73,17 @@ def test_batched_equals_one_at_a_time(texts):
         pd.testing.assert_frame_equal(alone, part)
 
 
-@given(st.lists(sentences, min_size=1, max_size=6))
-def test_perplexity_is_exp_mean_nll(texts):
-    model = sp.UniformModel(sp.JointTable().fit(LINES).vocab)
-    tok = sp.WhitespaceTokenizer(model.vocab)
-    df = sp.score({"u": model}, texts, tokenizer=tok)
-    ppl = sp.perplexity(model, texts, tokenizer=tok)
-    assert ppl == pytest.approx(math.exp(-df.logprob.mean()))
+@given(st.lists(sentences, min_size=1, max_size=6), st.booleans())
+def test_perplexity_is_exp_mean_nll(texts, eos):
+    model = sp.JointTable().fit(LINES + texts)  # every text seen: finite, unequal log-probs
+    df = sp.score({"m": model}, texts, eos=eos)
+    ppl = sp.perplexity(model, texts, eos=eos)
+    nll = -np.array([lp for text in texts for lp in model.token_logprobs(
+        [model.vocab.bos_id, *model.tokenizer.encode(text)] + ([model.vocab.eos_id] if eos else []))])
+    assert ppl == pytest.approx(math.exp(nll.mean()))
     corpus = sp.summarize(df, by="model").iloc[0]
-    assert corpus.perplexity == pytest.approx(ppl)
-    assert corpus.n_tokens == len(df)
+    assert corpus.perplexity == pytest.approx(ppl) and corpus.n_tokens == len(df) == len(nll)
+    assert corpus.bits_per_token == pytest.approx(nll.mean() / math.log(2))
 
 
 def test_perplexity_is_token_weighted_not_mean_of_sentences(table):
@@ -144,13 +161,60 @@ def test_empty_inputs(table, bad):
         sp.score(table, bad if bad == [] else [bad])
 
 
+class _BigVocab:
+    """A model with a 50,257-token vocabulary that records the blocks it is asked for."""
+
+    def __init__(self, V=50_257):
+        self.vocab = sp.Vocab([f"t{i}" for i in range(V - 3)] + ["<unk>", "<s>", "</s>"])
+        self.blocks = []
+
+    def logprobs(self, ids):
+        ids = np.asarray(ids)
+        self.blocks.append(ids.shape + (len(self.vocab),))
+        return np.full(ids.shape + (len(self.vocab),), -math.log(len(self.vocab)), dtype=np.float32)
+
+    def token_logprobs(self, ids):
+        ids = np.asarray(ids)
+        self.blocks.append(ids[..., 1:].shape)
+        return np.full(ids[..., 1:].shape, -math.log(len(self.vocab)))
+
+
+def test_big_vocabulary_without_distribution_builds_no_v_sized_block():
+    model = _BigVocab()
+    ids = [list(range(i, i + 40)) for i in range(300)]  # 300 sequences, 12,300 scored tokens
+    df = sp.score({"big": model}, ids, distribution=False)
+    assert len(df) == 300 * 41 and "entropy_bits" not in df
+    assert all(len(shape) == 2 for shape in model.blocks)  # only token_logprobs: (B, T)
+    assert max(b * t for b, t in model.blocks) <= scoring._MAX_BATCH_TOKENS
+    np.testing.assert_allclose(df.logprob, -math.log(len(model.vocab)))
+
+
+def test_big_vocabulary_with_distribution_keeps_blocks_bounded(monkeypatch):
+    monkeypatch.setattr(scoring, "_MAX_BLOCK_FLOATS", 2 ** 20)  # 20 positions of 50,257 floats
+    model = _BigVocab()
+    df = sp.score({"big": model}, [list(range(i, i + 8)) for i in range(20)])
+    assert all(len(shape) == 3 for shape in model.blocks) and len(model.blocks) == 10
+    assert max(b * t * v for b, t, v in model.blocks) <= scoring._MAX_BLOCK_FLOATS
+    np.testing.assert_allclose(df.entropy_bits, math.log2(len(model.vocab)), rtol=1e-6)
+    assert (df["rank"] == 1).all()
+
+
+def test_nan_from_a_model_is_an_error(table):
+    class NaNModel(_BigVocab):
+        def token_logprobs(self, ids):
+            out = super().token_logprobs(ids)
+            out[..., 2] = np.nan
+            return out
+
+    with pytest.raises(InputError, match="NaN.*sequence 0, scored token 3"):
+        sp.score({"nan": NaNModel(10)}, [[3, 4, 5, 6]], distribution=False)
+
+
 def test_bad_inputs(table):
     with pytest.raises(InputError, match="tokenizer"):
         sp.score(sp.UniformModel(table.vocab), ["the cat"])
     with pytest.raises(InputError):
         sp.score({}, ["the cat"])
-    with pytest.raises(sp.TokenIdError):
-        sp.score(table, [[1, 2, 999]])
     with pytest.raises(InputError, match="empty"):
         sp.summarize(pd.DataFrame())
     with pytest.raises(InputError, match="no BOS"):
@@ -158,3 +222,17 @@ def test_bad_inputs(table):
         sp.score(sp.UniformModel(vocab), [[0, 1]])
     with pytest.raises(InputError, match="corpus"):
         sp.evaluate(table, ["", " "])
+    with pytest.raises(InputError, match="NoneType"):
+        sp.score(table, None)
+    with pytest.raises(InputError, match="'m' .*not a LanguageModel"):
+        sp.score({"m": 5}, ["the cat"])
+    with pytest.raises(InputError, match="rectangular"):
+        sp.score(table, [[[1, 2], [3]]])
+    with pytest.raises(InputError, match="integers, got dtype float64"):
+        sp.score(table, [[1.0, 2.0]])
+    with pytest.raises(InputError, match="score()"):
+        sp.summarize([1, 2])
+    with pytest.raises(SeqProbFileError, match="'the cat sat'.*list of lines"):
+        sp.perplexity(table, "the cat sat")
+    with pytest.raises(TokenIdError, match="token id 999 out of range: must be in \\[0, 12\\)"):
+        sp.score(table, [[1, 2, 999]])

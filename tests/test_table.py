@@ -20,9 +20,11 @@ def test_lookup_table_size():
     assert round(sp.lookup_table_size(50_000, 100), 1) == 469.9
     assert sp.lookup_table_size(50_000, 100) > sp.table.ATOMS_IN_UNIVERSE_LOG10
     assert sp.lookup_table_size(2, 10) == pytest.approx(10 * math.log10(2))
-    for bad in [(0, 3), (2.5, 3), (10, -1)]:
-        with pytest.raises(InputError):
+    for bad in [(0, 3), (2.5, 3), (10, -1), ("a", 3), (float("nan"), 3), (10, float("inf")), (None, 3),
+                (True, 3)]:
+        with pytest.raises(InputError, match="must be an integer") as info:
             sp.lookup_table_size(*bad)
+        assert repr(bad[0] if bad[1] == 3 else bad[1]) in str(info.value)
 
 
 @given(st.integers(2, 6), st.integers(1, 3))
@@ -64,6 +66,15 @@ def test_joint_table_contract(lines, seed):
     check_batched_equals_unbatched(table, [ids, random_prefix(table, rng, 5)])
 
 
+@given(corpora, st.integers(1, 3))
+def test_joint_table_chain_rule_over_all_sequences(lines, length):
+    """exp(joint) summed over all V^T sequences is 1, and over all sentences up to a length
+    (with </s>) plus the unfinished mass is 1: the chain rule of the table's conditionals."""
+    table = sp.JointTable().fit(lines)
+    assert total_mass_fixed_length(table, length) == pytest.approx(1.0, abs=1e-12)
+    assert total_mass_with_eos(table, length - 1) == pytest.approx(1.0, abs=1e-12)
+
+
 def test_joint_table_chain_rule_sums_to_one():
     table = sp.JointTable().fit(["a b", "a", "b b", "a b"])
     assert total_mass_with_eos(table, 2) == pytest.approx(1.0)
@@ -86,10 +97,18 @@ def test_joint_table_errors():
         sp.JointTable().fit([])
     with pytest.raises(InputError, match="reserved"):
         sp.JointTable().fit(["a <s> b"])
+    with pytest.raises(InputError, match="NoneType"):
+        sp.JointTable().fit(None)
+    with pytest.raises(InputError, match=r"lines\[1\] must be a str, got int"):
+        sp.JointTable().fit(["a", 7])
     table = sp.JointTable().fit(["a b"])
     with pytest.raises(TokenIdError, match="out of range"):
         table.logprobs([1, 99])
     with pytest.raises(InputError, match="integers"):
         table.logprobs(np.array([1.0, 2.0]))
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match=r"\(2, 2, 2\)"):
         table.logprobs(np.zeros((2, 2, 2), dtype=int))
+    with pytest.raises(InputError, match="rectangular"):
+        table.logprobs([[1, 3], [1]])
+    with pytest.raises(InputError, match="at least 2"):
+        table.token_logprobs([1])

@@ -147,6 +147,39 @@ def test_simple_bad_input(cls):
         tok.decode([1.5])
 
 
+@pytest.mark.parametrize("make", [lambda: WhitespaceTokenizer.fit(["a b"]), lambda: CharTokenizer.fit(["ab"]),
+                                  lambda: BPETokenizer.train(["ab ab"], vocab_size=258)])
+def test_wrong_types_are_input_errors(make):
+    tok = make()
+    for bad in (None, 5, b"ab", ["a"]):
+        with pytest.raises(InputError, match=f"text must be a str, got {type(bad).__name__}"):
+            tok.encode(bad)
+    with pytest.raises(InputError, match=r"texts\[1\] must be a str, got int"):
+        tok.encode_batch(["a", 1])
+    fit = getattr(type(tok), "fit", None) or (lambda t: BPETokenizer.train(t, vocab_size=300))
+    with pytest.raises(InputError, match="iterable of str, got NoneType"):
+        fit(None)
+    with pytest.raises(InputError, match=r"\[0\] must be a str, got int"):
+        fit([1, 2])
+
+
+def test_vocab_lookups():
+    from seqprob.errors import UnknownTokenError
+    from seqprob.vocab import Vocab
+
+    v = Vocab.build(["the", "cat"])
+    with pytest.raises(UnknownTokenError, match="'dog'") as info:
+        v.id("dog")
+    assert isinstance(info.value, KeyError) and isinstance(info.value, InputError)
+    assert v.lookup("dog") == v.unk_id
+    with pytest.raises(KeyError, match="'dog'"):
+        Vocab(["the"], bos=None, eos=None, unk=None).lookup("dog")
+    with pytest.raises(InputError, match="duplicate token 'a'"):
+        Vocab(["a", "b", "a"], bos=None, eos=None, unk=None)
+    with pytest.raises(InputError, match="bos token '<s>' is not in the vocabulary"):
+        Vocab(["a"], eos=None, unk=None)
+
+
 def test_whitespace_refuses_reserved_symbols_and_a_single_string():
     with pytest.raises(InputError, match="<s>"):
         WhitespaceTokenizer.fit(["a <s> b"])
@@ -504,11 +537,15 @@ def test_parse_tiktoken_blank_lines_and_duplicates():
 
 
 # ----------------------------------------------------------------------------- lazy import, CLI
-def test_import_does_not_load_tiktoken():
-    code = "import seqprob, seqprob.tokenizers, sys; print('tiktoken' in sys.modules)"
+def test_import_does_not_load_tiktoken_or_matplotlib():
+    code = ("import seqprob, seqprob.tokenizers, sys; "
+            "print(*[m in sys.modules for m in ('tiktoken', 'matplotlib', 'regex')]); "
+            "print(len(seqprob.__all__), all(hasattr(seqprob, n) for n in seqprob.__all__))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])
-    assert out.stdout.split() == ["False"]
+    loaded, (n_names, all_there) = out.stdout.splitlines()[0].split(), out.stdout.splitlines()[1].split()
+    assert loaded == ["False", "False", "False"]
+    assert all_there == "True" and int(n_names) <= 40  # a small, importable public API
 
 
 def test_cli_tokenize_formats(capsys, tmp_path, bpe):

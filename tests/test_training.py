@@ -118,6 +118,33 @@ def test_nan_gradient_stops():
         train(NanGrad(CFG), STREAM, steps=3, **kw())
 
 
+def test_update_that_breaks_the_weights_stops_and_keeps_checkpoint(tmp_path):
+    class BadAdamW(AdamW):
+        def step(self, grads, lr=None):
+            super().step(grads, lr=lr)
+            if self.t == 3:
+                self.params["h.0.mlp.c_fc.w"][0, 0] = np.inf
+
+    model = GPT(CFG, seed=0)
+    with pytest.raises(TrainingDivergedError, match=r"step 3: the update made parameter "
+                       r"'h.0.mlp.c_fc.w' non-finite.*step 2\) is kept") as info:
+        train(model, STREAM, steps=6, optimizer=BadAdamW(model.params), checkpoint=tmp_path / "ck",
+              checkpoint_every=2, **kw())
+    assert info.value.step == 3 and len(info.value.history) == 2
+    assert load_checkpoint(tmp_path / "ck").extra["step"] == 2
+
+
+def test_overflow_in_validation_is_a_divergence():
+    with pytest.raises(TrainingDivergedError, match="step 1: the validation forward pass failed"):
+        train(GPT(CFG), STREAM, steps=4, val_ids=VAL, eval_every=1, **kw(lr=1e20, warmup=0))
+
+
+def test_progress_bar_shows_the_loss(capsys):
+    train(GPT(CFG), STREAM, steps=3, **kw(progress=True))
+    err = capsys.readouterr().err
+    assert "train" in err and "3/3" in err and "loss=" in err
+
+
 def test_custom_optimizer_and_no_clip():
     model = GPT(CFG)
     opt = AdamW(model.params, lr=123.0, weight_decay=0.0)
@@ -144,6 +171,19 @@ def test_bad_input():
         train(model, STREAM, steps=2, grad_clip=0.0, **kw())
     with pytest.raises(InputError, match="warmup"):
         train(model, STREAM, steps=2, **kw(warmup=5))
+    with pytest.raises(InputError, match="seed must be an integer >= 0, got -1"):
+        train(model, STREAM, steps=2, **kw(seed=-1))
+
+
+def test_unusable_checkpoint_folder_is_refused_before_training(tmp_path):
+    from seqprob.errors import SeqProbFileError
+
+    (tmp_path / "notes.txt").write_text("precious")
+    model = GPT(CFG, seed=0)
+    before = model.flat_params_.copy()
+    with pytest.raises(SeqProbFileError, match="refusing"):
+        train(model, STREAM, steps=2, checkpoint=tmp_path, **kw())
+    np.testing.assert_array_equal(model.flat_params_, before)  # no step was taken
 
 
 @given(n=st.integers(2, 60), block=st.integers(1, 10), batch=st.integers(1, 6), seed=st.integers(0, 99))
@@ -198,6 +238,31 @@ def test_cli_train_writes_a_loadable_model(tmp_path, corpus, capsys, tokenizer):
     assert model.config.vocab_size == len(model.tokenizer.vocab)
     import pandas as pd
     assert len(pd.read_csv(tmp_path / "h.csv")) == 6
+
+
+@pytest.mark.parametrize("tokenizer", ["char", "word", "bpe:270"])
+def test_cli_train_then_score_and_sample(tmp_path, corpus, capsys, tokenizer):
+    """``seqprob train CORPUS -o model/`` then ``score --model model/`` and ``sample --model model/``."""
+    import pandas as pd
+    from io import StringIO
+
+    from seqprob.cli import main
+    from seqprob.scoring import score
+
+    out = tmp_path / "model"
+    assert main(["train", str(corpus), "-o", str(out), "--tokenizer", tokenizer, *SMALL]) == 0
+    capsys.readouterr()
+    assert main(["score", "--model", str(out), "--format", "csv", "the cat sat"]) == 0
+    df = pd.read_csv(StringIO(capsys.readouterr().out), keep_default_na=False)
+    model = GPT.load(out)
+    expected = score(model, ["the cat sat"], tokenizer=model.tokenizer)
+    assert df["token_id"].tolist() == expected["token_id"].tolist()
+    np.testing.assert_allclose(df["logprob"], expected["logprob"], atol=1e-4)
+    assert df["is_eos"].astype(str).tolist()[-1] == "True" and (df["logprob"] < 0).all()
+    assert main(["sample", "--model", str(out), "--seed", "0", "--max-new-tokens", "5", "-n", "2"]) == 0
+    first = capsys.readouterr().out
+    assert main(["sample", "--model", str(out), "--seed", "0", "--max-new-tokens", "5", "-n", "2"]) == 0
+    assert capsys.readouterr().out == first and first.strip()  # seeded: same samples
 
 
 def test_cli_train_resume_continues(tmp_path, corpus):

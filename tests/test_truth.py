@@ -102,7 +102,9 @@ def test_bad_spec_raises_grammar_error_naming_the_state(spec, state, words):
     assert words in str(info.value) and repr(state) in str(info.value)
 
 
-@pytest.mark.parametrize("spec", [None, [], {"states": {}}, {"states": []}, {"states": {"S": 3}}])
+@pytest.mark.parametrize("spec", [None, [], {"states": {}}, {"states": []}, {"states": {"S": 3}},
+                                  {"states": {1: {"stop": 1.0}}}, {"start": ["S"], "states": {"S": {"stop": 1.0}}},
+                                  {"states": {"S": {"stop": 0.5, "arcs": [["a", 0.5, ["S"]]]}}}])
 def test_malformed_spec_shape(spec):
     with pytest.raises(GrammarError):
         ProbabilisticGrammar(spec)
@@ -425,6 +427,21 @@ def test_toy_english_first_word_frequencies_match_p_star(toy):
     obs = np.append(first[keep], n - first[keep].sum())
     exp = np.append(expected[keep], n - expected[keep].sum())
     assert chisquare(obs, exp).pvalue > 1e-3
+
+
+def test_toy_english_sentence_frequencies_match_p_star(toy):
+    """Chi-square of whole sampled sentences against n * exp(log P*(sentence </s>))."""
+    from collections import Counter
+
+    from seqprob.analysis.truth import sentence_logprobs
+
+    n = 20_000
+    counts = Counter(toy.sample(n, seed=11))
+    distinct = list(counts)
+    logp, _ = sentence_logprobs(toy, distinct)
+    assert np.isfinite(logp).all()  # every sample is in the language
+    result, k = _chi_square(counts, dict(zip(distinct, n * np.exp(logp))), n)
+    assert k > 20 and result.pvalue > 1e-3, (k, result)
 
 
 def test_toy_english_exact_entropy_agrees_with_monte_carlo(toy):

@@ -50,8 +50,12 @@ def unseen_share(train_sequences, heldout_sequences, n: int, bos_id: int, eos_id
     >>> round(unseen_share([[5, 6]], [[5, 7]], n=2, bos_id=1, eos_id=2), 4)  # (<s> 5) seen only
     0.6667
     """
-    train = ngram_windows(train_sequences, n, bos_id, eos_id)
-    held = ngram_windows(heldout_sequences, n, bos_id, eos_id)
+    return _unseen(ngram_windows(train_sequences, n, bos_id, eos_id),
+                   ngram_windows(heldout_sequences, n, bos_id, eos_id))
+
+
+def _unseen(train: np.ndarray, held: np.ndarray) -> float:
+    """Share of rows of ``held`` (N, n) that are not rows of ``train`` (M, n)."""
     if len(held) == 0:
         raise InputError("unseen_share() got no held-out tokens")
     if len(train) == 0:
@@ -112,11 +116,11 @@ def sparsity_curve(train_lines, heldout_lines, orders=(1, 2, 3, 4, 5), tokenizer
     rows = []
     for n in orders:
         model = make(n).fit(train, tokenizer=tok)
-        windows = ngram_windows(train_ids, n, vocab.bos_id, vocab.eos_id)
+        train_w = ngram_windows(train_ids, n, vocab.bos_id, vocab.eos_id)  # (M, n)
+        held_w = ngram_windows(held_ids, n, vocab.bos_id, vocab.eos_id)  # (N, n)
         rows.append({"order": n, "train_perplexity": perplexity(model, train, tokenizer=tok),
                      "heldout_perplexity": perplexity(model, held, tokenizer=tok),
-                     "unseen_share": unseen_share(train_ids, held_ids, n, vocab.bos_id, vocab.eos_id),
-                     "n_distinct_train": int(len(np.unique(windows, axis=0))),
-                     "n_heldout": int(len(ngram_windows(held_ids, n, vocab.bos_id, vocab.eos_id)))})
+                     "unseen_share": _unseen(train_w, held_w),
+                     "n_distinct_train": int(len(np.unique(train_w, axis=0))), "n_heldout": len(held_w)})
         log.info("order %d: %s", n, rows[-1])
     return pd.DataFrame(rows)

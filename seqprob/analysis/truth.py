@@ -70,6 +70,13 @@ def sentence_logprobs(model, sentences, tokenizer=None, eos: bool = True) -> tup
     -----
     log P(x) = sum_t log P(x_t | x_0 .. x_{t-1}), x_0 = ``<s>``. Sentences are grouped by length,
     so batches need no padding and the result is exact.
+
+    Examples
+    --------
+    >>> from seqprob.truth import toy_english
+    >>> logp, tokens = sentence_logprobs(toy_english(), ["the cat sat on the mat", "the cat sat zx"])
+    >>> tokens.tolist(), bool(np.isneginf(logp[1]))
+    ([7, 5], True)
     """
     if isinstance(sentences, str):
         raise InputError("sentences must be a list of strings, not a single string")
@@ -201,6 +208,17 @@ def kl_per_token(truth, model, n: int = 2000, seed=0, tokenizer=None, samples=No
     normal confidence interval. d_k is computed per sentence, so the noise of log P* and of
     log P_θ largely cancels; KL(P* || P*) is exactly 0 with stderr 0. If P_θ gives a sampled
     sentence probability 0 the estimate is ``inf``.
+
+    Examples
+    --------
+    >>> from seqprob.table import UniformModel
+    >>> from seqprob.truth import toy_english
+    >>> g = toy_english()
+    >>> kl_per_token(g, g, n=200).per_token
+    0.0
+    >>> kl = kl_per_token(g, UniformModel(g.vocab), n=200, tokenizer=g.tokenizer)
+    >>> bool(kl.ci_low > 1.0)  # uniform over 213 tokens: log(213) - H(P*) ≈ 3.5 nats/token
+    True
     """
     if samples is None:
         samples = truth.sample(n, seed=seed)
@@ -287,6 +305,15 @@ def agreement_test(model, pairs=None, tokenizer=None, n: int = 200, seed=0,
     A pair counts as correct when log P(correct | <s> prefix) > log P(wrong | <s> prefix)
     strictly; a tie (e.g. both -inf) counts as wrong. A model that ignores the subject sits
     near 50% on balanced pairs.
+
+    Examples
+    --------
+    >>> from seqprob.truth import toy_english
+    >>> g = toy_english()
+    >>> agreement_test(g, n=20).accuracy  # the truth always prefers the grammatical verb
+    1.0
+    >>> agreement_test(g, [("the cats that the dog sees", "sleep", "sleeps")]).n_correct
+    1
     """
     import pandas as pd
 

@@ -11,11 +11,12 @@ from ..errors import SeqProbError
 
 __all__ = ["main", "build_parser"]
 
-# module name -> registered by it; a module that is missing is skipped so the CLI still works.
+# one module per sub-command, each with register(subparsers); imported lazily by build_parser.
 _COMMAND_MODULES = ("demo", "score", "tokenize", "sample", "ngram", "ppl", "train", "report")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``seqprob`` argument parser with every sub-command registered."""
     parser = argparse.ArgumentParser(
         prog="seqprob",
         description="A language model is a probability distribution over sequences: "
@@ -23,13 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f".{name}", __name__)
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-            continue
-        module.register(sub)
+        importlib.import_module(f".{name}", __name__).register(sub)
     return parser
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+import warnings
 
 from ..errors import InputError
 
@@ -67,12 +68,17 @@ def build_model(args):
 
 
 def run_fit(args) -> int:
+    """Fit, then write the ARPA file atomically; warnings (discount fallback) go to stderr."""
     from .._io import read_lines
     from ..arpa import write_arpa
 
     model = build_model(args)
     start = time.perf_counter()
-    model.fit(read_lines(args.corpus))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(read_lines(args.corpus))
+    for w in caught:  # e.g. the discount fallback on tiny data: one line, no source excerpt
+        print(f"seqprob ngram fit: warning: {w.message}", file=sys.stderr)
     fitted = time.perf_counter() - start
     write_arpa(model, args.output)
     sizes = " ".join(f"{m}:{n}" for m, n in enumerate(model.tables_.sizes(), start=1))

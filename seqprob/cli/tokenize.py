@@ -5,6 +5,7 @@ import argparse
 import sys
 
 from ..errors import InputError
+from ._common import add_format_option, print_frame
 
 __all__ = ["register", "resolve_tokenizer", "tokenize_table"]
 
@@ -27,14 +28,14 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "tokenize", help="show token ids and token strings of texts",
         description="Split each TEXT into tokens and print one row per token: the text's index, "
-                    "the position, the token id and the token's display string.",
+                    "the position (1 = first token, as in 'seqprob score'), the token id and the "
+                    "token's display string.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("texts", nargs="+", metavar="TEXT", help="text(s) to tokenize; '-' reads lines from stdin")
     parser.add_argument("--tokenizer", "-t", metavar="PATH|char|word|NAME",
                         help="tokenizer file, 'char', 'word', or a tiktoken encoding name "
                              "(default: the toy language's word tokenizer, shared by the default model)")
-    parser.add_argument("--format", choices=("table", "csv", "json"), default="table",
-                        help="output format (default: table)")
+    add_format_option(parser)
     parser.set_defaults(func=run)
 
 
@@ -59,13 +60,17 @@ def resolve_tokenizer(spec: str | None, texts=None):
 
 
 def tokenize_table(tokenizer, texts):
-    """One row per token: ``seq, position, token_id, token`` (the token's display string)."""
+    """One row per token: ``seq, position, token_id, token`` (the token's display string).
+
+    ``position`` t is the index of x_t when x_0 = ``<s>``, as in :func:`seqprob.score`
+    (the first token is 1), so the two tables line up.
+    """
     import pandas as pd
 
     rows = []
     for seq, text in enumerate(texts):
         ids = tokenizer.encode(text)
-        for pos, (idx, token) in enumerate(zip(ids, tokenizer.token_strings(ids) if ids else [])):
+        for pos, (idx, token) in enumerate(zip(ids, tokenizer.token_strings(ids) if ids else []), start=1):
             rows.append({"seq": seq, "position": pos, "token_id": int(idx), "token": token})
     return pd.DataFrame(rows, columns=["seq", "position", "token_id", "token"])
 
@@ -80,11 +85,7 @@ def run(args) -> int:
     if not texts or not any(texts):
         raise InputError("no text to tokenize: give at least one non-empty TEXT")
     df = tokenize_table(resolve_tokenizer(args.tokenizer, texts), texts)
-    if args.format == "csv":
-        df.to_csv(sys.stdout, index=False)
-    elif args.format == "json":
-        sys.stdout.write(df.to_json(orient="records", force_ascii=False) + "\n")
-    else:
-        shown = df.assign(token=df["token"].map(lambda s: repr(s)[1:-1]))
-        sys.stdout.write(shown.to_string(index=False) + "\n")
+    if args.format == "table":  # escape tabs, newlines and partial characters for display
+        df = df.assign(token=df["token"].map(lambda s: repr(s)[1:-1]))
+    print_frame(df, args.format)
     return 0

@@ -35,7 +35,8 @@ import numpy as np
 from .._io import atomic_write
 from ..errors import CheckpointError, InputError, SeqProbError, SeqProbFileError
 
-__all__ = ["save_checkpoint", "load_checkpoint", "Checkpoint", "FORMAT", "FORMAT_VERSION"]
+__all__ = ["save_checkpoint", "load_checkpoint", "check_replaceable", "Checkpoint", "FORMAT",
+           "FORMAT_VERSION"]
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +132,7 @@ def save_checkpoint(model, path, optimizer=None, extra: dict | None = None) -> P
     ['config.json', 'manifest.json']
     """
     path = Path(path)
-    _check_replaceable(path)
+    check_replaceable(path)
     _check_finite_params(model)
     parent = path.parent if str(path.parent) else Path(".")
     try:
@@ -157,7 +158,9 @@ def _umask() -> int:
     return mask
 
 
-def _check_replaceable(path: Path) -> None:
+def check_replaceable(path) -> None:
+    """Raise SeqProbFileError unless ``path`` is absent, an empty folder or a checkpoint."""
+    path = Path(path)
     if path.exists() and not path.is_dir():
         raise SeqProbFileError(f"checkpoint path {str(path)!r} exists and is not a folder",
                                path=str(path))
@@ -261,6 +264,15 @@ def load_checkpoint(path, model=None, dtype: str | None = None) -> Checkpoint:
     CheckpointError
         A file is missing, truncated or corrupt (size or SHA-256 differs from the manifest),
         or the config, parameter names or shapes do not match.
+
+    Examples
+    --------
+    >>> import tempfile, seqprob.gpt as g
+    >>> model = g.GPT(g.GPTConfig(vocab_size=9, block_size=4, n_layer=1, n_head=1, n_embd=4))
+    >>> folder = save_checkpoint(model, tempfile.mkdtemp() + "/ckpt", extra={"step": 7})
+    >>> ckpt = load_checkpoint(folder)
+    >>> ckpt.extra, ckpt.model.config == model.config
+    ({'step': 7}, True)
     """
     from ..tokenizers import load_tokenizer
     from .config import GPTConfig

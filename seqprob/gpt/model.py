@@ -6,6 +6,7 @@ weight GEMMs, attention runs per head on strided views, buffers are reused per `
 """
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from dataclasses import dataclass, field
@@ -22,6 +23,16 @@ from .params import BLOCK_KEYS, FlatParams, decay_names, init_params, param_shap
 __all__ = ["GPT", "GPTState", "ActivationCache"]
 
 log = logging.getLogger(__name__)
+
+
+def _quiet(method):
+    """Run ``method`` without numpy floating-point warnings: non-finite results are checked
+    (and named) by the model itself, or returned as a NaN loss for the training loop."""
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        with np.errstate(all="ignore"):
+            return method(*args, **kwargs)
+    return wrapper
 
 
 @dataclass(frozen=True)
@@ -76,6 +87,7 @@ class GPTState:
 
     @property
     def ids(self) -> tuple:
+        """The context ids held in the KV cache (the last ``<= block_size`` ids read)."""
         return tuple(self._cache.ids[:self.length].tolist())
 
 
@@ -123,8 +135,10 @@ class GPT(BaseLanguageModel):
                  tokenizer=None, bos_id: int | None = None, eos_id: int | None = None):
         if not isinstance(config, GPTConfig):
             raise InputError(f"config must be a GPTConfig, got {type(config).__name__}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise InputError(f"seed must be an integer >= 0, got {seed!r}", value=seed, limit=0)
         self.config = config
-        self.seed = seed
+        self.seed = int(seed)
         self.dtype = np.dtype(config.dtype)
         self._flat = FlatParams(param_shapes(config), self.dtype)
         self._gflat = FlatParams(param_shapes(config), self.dtype)
@@ -138,18 +152,22 @@ class GPT(BaseLanguageModel):
     # ----------------------------------------------------------------- parameters, vocab
     @property
     def params(self) -> dict:
+        """Named parameter arrays (``name -> ndarray``), views into ``flat_params_``."""
         return self._flat.arrays
 
     @property
     def flat_params_(self) -> np.ndarray:
+        """The one contiguous buffer that holds every parameter (alignment gaps are zeros)."""
         return self._flat.flat
 
     @property
     def flat_grads_(self) -> np.ndarray:
+        """The gradient buffer of :meth:`loss_and_grads`, laid out like ``flat_params_``."""
         return self._gflat.flat
 
     @property
     def param_slices_(self) -> dict:
+        """``name -> slice`` of each parameter in ``flat_params_`` / ``flat_grads_``."""
         return self._flat.slices
 
     def decay_names(self) -> list[str]:
@@ -182,13 +200,29 @@ class GPT(BaseLanguageModel):
     def from_hf(cls, path, dtype: str = "float32", tokenizer=None) -> "GPT":
         """A GPT-2 from a Hugging Face checkpoint folder (``config.json`` + ``model.safetensors``).
 
-        See :func:`seqprob.gpt.hf.from_hf`. Example: ``GPT.from_hf("gpt2/", dtype="float64")``.
+        See :func:`seqprob.gpt.hf.from_hf` for the details and errors.
+
+        Examples
+        --------
+        >>> from seqprob.tokenizers import TiktokenTokenizer                # doctest: +SKIP
+        >>> gpt2 = GPT.from_hf("gpt2/", dtype="float64",
+        ...                    tokenizer=TiktokenTokenizer("gpt2.tiktoken"))  # doctest: +SKIP
+        >>> sp.score(gpt2, ["Hello world"])                                  # doctest: +SKIP
         """
         from .hf import from_hf
         return from_hf(path, dtype=dtype, tokenizer=tokenizer, cls=cls)
 
     def save(self, path, optimizer=None, extra: dict | None = None):
-        """Write a checkpoint folder (see :func:`seqprob.gpt.checkpoint.save_checkpoint`)."""
+        """Write a checkpoint folder atomically (see :func:`seqprob.gpt.checkpoint.save_checkpoint`).
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> model = GPT(GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=1, n_embd=4))
+        >>> folder = model.save(tempfile.mkdtemp() + "/m")
+        >>> bool((GPT.load(folder).flat_params_ == model.flat_params_).all())
+        True
+        """
         from .checkpoint import save_checkpoint
         return save_checkpoint(self, path, optimizer=optimizer, extra=extra)
 
@@ -244,8 +278,9 @@ class GPT(BaseLanguageModel):
                                      f"(use logprobs/token_logprobs, which slide a window)",
                                      value=T, limit=self.config.block_size)
 
-    def _raise_if_nan(self, arr: np.ndarray, what: str) -> None:
-        if not np.isnan(arr.max()):
+    def _check_finite(self, arr: np.ndarray, what: str) -> None:
+        """Raise InputError if ``arr`` holds NaN or inf, naming a corrupt parameter if any."""
+        if np.isfinite(arr.max()) and np.isfinite(arr.min()):
             return
         for name, value in self.params.items():
             bad = ~np.isfinite(value)
@@ -253,7 +288,7 @@ class GPT(BaseLanguageModel):
                 idx = tuple(int(i) for i in np.argwhere(bad)[0])
                 raise InputError(f"parameter {name!r} holds a non-finite value {value[idx]} at "
                                  f"index {idx}: the model weights are corrupt", name=name, index=idx)
-        raise InputError(f"{what} contain NaN although every parameter is finite (overflow?)")
+        raise InputError(f"{what} contain NaN or inf although every parameter is finite (overflow?)")
 
     def _workspace(self, B: int, T: int) -> dict:
         key = (B, T)
@@ -329,6 +364,7 @@ class GPT(BaseLanguageModel):
         return out.reshape(B, T)
 
     # ----------------------------------------------------------------- public scoring API
+    @_quiet
     def logprobs(self, ids, stride: int | None = None) -> np.ndarray:
         """log P(x_t = v | x_<t) for every position and every v.
 
@@ -337,50 +373,80 @@ class GPT(BaseLanguageModel):
         ids : array_like of int, shape (T,) or (B, T)
             x_0 .. x_{T-1}. Longer than ``block_size``: a sliding window (see ``stride``).
         stride : int, optional
-            Window step for T > block_size (default ``block_size // 2``): windows of
-            ``block_size`` positions advance by ``stride``; each row is taken from the first
-            window that reaches it, so every token is scored exactly once with at least
-            ``block_size - stride + 1`` tokens of context (``stride=1``: always full context).
+            Window step for T > block_size (default ``block_size // 2``), in [1, block_size].
 
         Returns
         -------
         ndarray (T, V) or (B, T, V)
+            Row t-1 = log P(x_t = v | x_0 .. x_{t-1}); every row sums to 1 in probability.
+
+        Raises
+        ------
+        TokenIdError
+            An id is negative or >= ``vocab_size``.
+        InputError
+            Empty or non-integer ids, a bad ``stride``, or non-finite weights (named).
+
+        Notes
+        -----
+        Sliding window: window k covers positions [k s, k s + block) (s = ``stride``); rows
+        0 .. block-1 come from window 0, later rows from the last s rows of the window that
+        ends after them. Every token is scored exactly once, with at least
+        ``block_size - stride + 1`` ids of context; the windows depend only on the position,
+        so a right-padded batch gives the same rows as each sequence alone. ``stride=1``
+        gives every row the full ``block_size`` context (what :meth:`step` computes).
+
+        Examples
+        --------
+        >>> model = GPT(GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=1, n_embd=4))
+        >>> lp = model.logprobs([0, 1, 2, 3, 4, 0, 1], stride=2)
+        >>> lp.shape, bool(np.allclose(np.exp(lp).sum(-1), 1.0))
+        ((7, 5), True)
         """
         batch, squeeze = self._validate(ids)
         out = self._slide(batch, stride, self._logprobs_window, offset=0)
-        self._raise_if_nan(out, "log-probabilities")
+        self._check_finite(out, "log-probabilities")
         return out[0] if squeeze else out
 
+    @_quiet
     def token_logprobs(self, ids, stride: int | None = None) -> np.ndarray:
         """log P(x_t | x_<t) of the ids actually there: (T+1,) -> (T,), (B, T+1) -> (B, T).
 
         Builds no (T, V) array (rows are unembedded in small chunks). ``stride`` as in
         :meth:`logprobs` for sequences longer than ``block_size + 1``.
+
+        Notes
+        -----
+        Entry t-1 = log softmax(u_t)[x_t]; the sum over t is log P(x_1 .. x_T | x_0).
+
+        Examples
+        --------
+        >>> model = GPT(GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=1, n_embd=4))
+        >>> model.token_logprobs([0, 1, 2]).shape
+        (2,)
         """
         batch, squeeze = self._validate(ids, min_len=2)
         out = self._slide(batch, stride, self._token_logprobs_window, offset=1)
-        self._raise_if_nan(out, "log-probabilities")
+        self._check_finite(out, "log-probabilities")
         return out[0] if squeeze else out
 
     def _logprobs(self, batch: np.ndarray) -> np.ndarray:
         return self._slide(batch, None, self._logprobs_window, offset=0)
 
     def _slide(self, batch, stride, fn, offset: int):
-        """Apply ``fn`` (rows out = inputs) over sliding windows of block_size (+offset) ids."""
+        """Apply ``fn`` (rows out = inputs) over windows of block_size (+offset) ids starting
+        at multiples of ``stride`` (see :meth:`logprobs`)."""
         B, T = batch.shape
-        block = self.config.block_size
-        if T - offset <= block:
-            return fn(batch)
+        n, block = T - offset, self.config.block_size
         stride = self._check_stride(stride)
+        if n <= block:
+            return fn(batch)
         first = fn(batch[:, :block + offset])
-        out = np.empty((B, T - offset) + first.shape[2:], dtype=first.dtype)
+        out = np.empty((B, n) + first.shape[2:], dtype=first.dtype)
         out[:, :block] = first
-        done = block
-        while done < T - offset:
-            end = min(done + stride, T - offset)
-            start = end - block
+        for start in range(stride, n - block + stride, stride):
+            done, end = start + block - stride, min(start + block, n)  # new rows: done .. end-1
             out[:, done:end] = fn(batch[:, start:end + offset])[:, done - start:]
-            done = end
         return out
 
     def _check_stride(self, stride) -> int:
@@ -392,26 +458,55 @@ class GPT(BaseLanguageModel):
                              value=stride, limit=block)
         return int(stride)
 
+    @_quiet
     def logits(self, ids) -> np.ndarray:
-        """Unnormalized logits u (T, V) or (B, T, V); T must fit in block_size."""
+        """Unnormalized logits u (T, V) or (B, T, V); T must fit in block_size.
+
+        Notes
+        -----
+        u_t = ln_f(x_t^{(L)}) W_Uᵀ; ``logprobs`` = u - logsumexp(u) row by row.
+
+        Examples
+        --------
+        >>> model = GPT(GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=1, n_embd=4))
+        >>> model.logits([[0, 1], [2, 3]]).shape
+        (2, 2, 5)
+        """
         batch, squeeze = self._validate(ids)
         B, T = batch.shape
         self._check_T(T)
         h2 = self._hidden(batch).reshape(B * T, -1)
         out = np.matmul(h2, self._w_u.T).reshape(B, T, -1)  # (B, T, V)
-        self._raise_if_nan(out, "logits")
+        self._check_finite(out, "logits")
         return out[0] if squeeze else out
 
+    @_quiet
     def unembed(self, resid) -> np.ndarray:
-        """Logits ln_f(resid) W_Uᵀ of residual-stream vectors (..., C): the logit lens."""
-        resid = np.asarray(resid, dtype=self.dtype)
+        """Logits ln_f(resid) W_Uᵀ of residual-stream vectors (..., C): the logit lens.
+
+        Examples
+        --------
+        >>> model = GPT(GPTConfig(vocab_size=5, block_size=4, n_layer=2, n_head=1, n_embd=4))
+        >>> cache = model.run_with_cache([0, 1, 2])
+        >>> model.unembed(cache.resid[1]).shape  # what block 0's output would predict
+        (3, 5)
+        """
+        try:
+            resid = np.asarray(resid, dtype=self.dtype)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"resid must be an array of numbers ({exc})") from None
         if resid.ndim == 0 or resid.shape[-1] != self.config.n_embd:
             raise InputError(f"resid must end in n_embd={self.config.n_embd}, got shape {resid.shape}",
                              shape=resid.shape)
+        if not np.isfinite(resid).all():
+            raise InputError("resid holds NaN or inf", shape=resid.shape)
         p = self.params
         h, _ = nn.layer_norm_forward(resid, p["ln_f.g"], p.get("ln_f.b"), self.config.layer_norm_epsilon)
-        return h @ self._w_u.T
+        out = h @ self._w_u.T
+        self._check_finite(out, "logits")
+        return out
 
+    @_quiet
     def run_with_cache(self, ids) -> ActivationCache:
         """Logits plus attention patterns and the residual stream after every block.
 
@@ -420,6 +515,18 @@ class GPT(BaseLanguageModel):
         ActivationCache
             ``logits`` (T, V), ``attn`` (n_layer, n_head, T, T), ``resid`` (n_layer+1, T, C);
             each with a leading B axis for (B, T) input.
+
+        Notes
+        -----
+        attn[l, h] = softmax(q kᵀ / sqrt(head_dim) + causal mask) of block l, head h;
+        resid[0] = W_E[ids] + W_pos, resid[l + 1] = resid[l] + attn-out + mlp-out of block l.
+
+        Examples
+        --------
+        >>> model = GPT(GPTConfig(vocab_size=5, block_size=4, n_layer=2, n_head=2, n_embd=4))
+        >>> c = model.run_with_cache([0, 1, 2])
+        >>> c.logits.shape, c.attn.shape, c.resid.shape
+        ((3, 5), (2, 2, 3, 3), (3, 3, 4))
         """
         batch, squeeze = self._validate(ids)
         cfg = self.config
@@ -429,13 +536,14 @@ class GPT(BaseLanguageModel):
         resid = np.empty((B, cfg.n_layer + 1, T, cfg.n_embd), dtype=self.dtype)
         h2 = self._hidden(batch, attn=attn, resid=resid).reshape(B * T, -1)
         logits = np.matmul(h2, self._w_u.T).reshape(B, T, -1)  # (B, T, V)
-        self._raise_if_nan(logits, "logits")
+        self._check_finite(logits, "logits")
         if squeeze:
             return ActivationCache(logits[0], attn[0], resid[0])
         return ActivationCache(logits, attn, resid)
 
 
     # ----------------------------------------------------------------- training
+    @_quiet
     def loss_and_grads(self, batch, mask=None, rng=None):
         """Mean next-token NLL of a batch and its gradient for every parameter.
 
@@ -461,6 +569,15 @@ class GPT(BaseLanguageModel):
         -----
         Backpropagation by hand through :mod:`seqprob.nn`; a tied W_E gets the sum of its
         embedding and unembedding gradients.
+
+        Examples
+        --------
+        >>> from seqprob.optim import AdamW
+        >>> model = GPT(GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=1, n_embd=4))
+        >>> loss, grads = model.loss_and_grads([[0, 1, 2, 3, 4]])  # inputs 0..3, targets 1..4
+        >>> round(loss, 1), grads["wte"].shape
+        (1.6, (5, 4))
+        >>> AdamW(model.params, lr=1e-2).step(grads)
         """
         batch, mask = self._check_train_batch(batch, mask)
         inputs, targets = batch[:, :-1], batch[:, 1:]
@@ -548,10 +665,23 @@ class GPT(BaseLanguageModel):
         return arr, mask.astype(bool).reshape(-1)
 
     # ----------------------------------------------------------------- KV-cached decoding
+    @_quiet
     def start(self, prefix) -> GPTState:
         """State after reading ``prefix`` (T,): ``.logprobs`` equals ``logprobs(prefix)[-1]``.
 
         A prefix longer than ``block_size`` keeps its last ``block_size`` ids as context.
+
+        Notes
+        -----
+        The keys and values of every block are cached, so each :meth:`step` costs one
+        position's forward pass: attention of the new query over the cached keys.
+
+        Examples
+        --------
+        >>> model = GPT(GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=1, n_embd=4))
+        >>> s = model.step(model.start([0, 1]), 2)
+        >>> bool(np.allclose(s.logprobs, model.logprobs([0, 1, 2])[-1], atol=1e-6)), s.ids
+        (True, (0, 1, 2))
         """
         batch, _ = self._validate(prefix)
         if batch.shape[0] != 1:
@@ -568,10 +698,11 @@ class GPT(BaseLanguageModel):
         return self._state(row, T, n_seen, cache)
 
     def _state(self, row, length, n_seen, cache) -> GPTState:
-        self._raise_if_nan(row, "log-probabilities")
+        self._check_finite(row, "log-probabilities")
         row.flags.writeable = False
         return GPTState(row, length, n_seen, cache)
 
+    @_quiet
     def step(self, state: GPTState, token_id: int) -> GPTState:
         """New state after appending ``token_id``; ``state`` stays valid and unchanged.
 

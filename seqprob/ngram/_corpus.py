@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import itertools
+import os
 from typing import Iterable, Iterator
 
 import numpy as np
 
+from .._io import read_lines
 from ..errors import InputError
 from ..tokenizers import WhitespaceTokenizer
 from ..vocab import BOS, EOS, UNK, Vocab
@@ -28,11 +30,20 @@ def _as_text(line, lineno: int) -> str:
 
 
 def line_chunks(lines: Iterable, chunk_chars: int, batch: int = 4096) -> Iterator[tuple[int, list]]:
-    """Yield (number of the chunk's first line, list of str lines) of about ``chunk_chars``."""
+    """Yield (number of the chunk's first line, list of str lines) of about ``chunk_chars``.
+
+    ``lines`` is an iterable of str (or UTF-8 bytes), or a path (``pathlib.Path``; ``.gz`` is
+    decompressed), read lazily.
+    """
+    if isinstance(lines, os.PathLike):
+        lines = read_lines(lines)
     if isinstance(lines, (str, bytes)):
-        raise InputError("fit() takes an iterable of lines (a list, a file's lines), not a single "
-                         "string; use seqprob._io.read_lines(path) for a file")
-    it = iter(lines)
+        raise InputError("fit() takes an iterable of lines (a list, an open file), not a single "
+                         f"string ({str(lines)[:40]!r}); for a file pass pathlib.Path(path)")
+    try:
+        it = iter(lines)
+    except TypeError:
+        raise InputError(f"fit() takes an iterable of lines, got {type(lines).__name__}") from None
     buf: list = []
     size, first, lineno = 0, 1, 0
     while True:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-
 import warnings
 
 import numpy as np
@@ -72,6 +71,7 @@ def _zero_specials(a: np.ndarray, vocab: Vocab) -> None:
 
 
 def _n_predictable(vocab: Vocab) -> int:
+    """V' = the size of every row's support: the vocabulary without ``<s>``."""
     return len(vocab) - (1 if vocab.bos_id is not None and vocab.bos_id != vocab.eos_id else 0)
 
 
@@ -134,7 +134,7 @@ def relative_frequency_tables(counts: NGramCounts, vocab: Vocab, seen_logbow: fl
         a = counts.counts[m - 1].astype(np.float64)
         S = context_sums(counts, m, a)
         logp.append(safe_log(a / S[counts.prefix(m)]))
-        logbow.append(np.where(S > 0, seen_logbow, 0.0 if unlisted_logbow == 0 else unlisted_logbow))
+        logbow.append(np.where(S > 0, seen_logbow, unlisted_logbow))
     return BackoffTables(counts.vocab_size, counts.keys, logp, logbow, unlisted_logbow=unlisted_logbow)
 
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import sys
 
 import numpy as np
 
@@ -34,11 +33,16 @@ class BackoffLanguageModel(BaseLanguageModel):
         return self._tables().logprob_rows(batch)  # (B, T, V)
 
     def _token_logprobs(self, batch: np.ndarray) -> np.ndarray:
-        return self._tables().token_logprobs(batch)  # (B, T)
+        stream, seg = segments_of_batch(batch)
+        return self._score_stream(stream, seg).reshape(batch.shape)[:, 1:]  # (B, T)
+
+    def _context_size(self) -> int:
+        """How many of the last ids a state keeps: N - 1 (at least 1)."""
+        return max(self._tables().order - 1, 1)
 
     def _start(self, ids: tuple) -> NGramState:
-        history = ids[-max(self._tables().order - 1, 1):]
-        row = self._tables().state_row(history)  # (V,)
+        history = ids[-self._context_size():]
+        row = self._logprobs(np.asarray(history, dtype=np.int64)[None, :])[0, -1]  # (V,)
         row.flags.writeable = False
         return NGramState(ids=history, logprobs=row)
 
@@ -94,6 +98,11 @@ class NGramModel(BackoffLanguageModel):
     -----
     Training text is padded the KenLM way: each line is one sentence, ``<s>`` is its context
     and ``</s>`` is predicted at its end. ``<s>`` itself is never predicted (log P = -inf).
+
+    Lines are read once, in chunks of ``chunk_chars`` characters; each chunk is counted with
+    sorted integer keys and the chunk tables are merged, so memory grows with the number of
+    distinct n-grams, not with the corpus. ``min_count > 1`` needs two passes (the vocabulary
+    first): the lines are then kept in memory between the passes.
     """
 
     def __init__(self, order: int = 3, min_count: int = 1, chunk_chars: int = 1 << 23,
@@ -133,16 +142,18 @@ class NGramModel(BackoffLanguageModel):
                              value=self.chunk_chars, limit=1)
 
     def _reset(self) -> None:
-        for name in ("vocab_", "tokenizer_", "counts_", "tables_"):
-            self.__dict__.pop(name, None)
+        """Forget everything a previous ``fit`` learned (the attributes ending in ``_``)."""
+        for name in [n for n in self.__dict__ if n.endswith("_") and not n.startswith("_")]:
+            del self.__dict__[name]
 
     def fit(self, lines, tokenizer: Tokenizer | None = None):
         """Count the n-grams of ``lines`` (one sentence per line) and estimate the model.
 
         Parameters
         ----------
-        lines : iterable of str
-            Training sentences (a list, or ``seqprob._io.read_lines(path)``).
+        lines : iterable of str, or pathlib.Path
+            Training sentences, one per line: a list, any iterable (read once, lazily), or the
+            path of a text file (``.gz`` is decompressed).
         tokenizer : Tokenizer, optional
             Defines the vocabulary and the ids. Default: a :class:`WhitespaceTokenizer` fitted on
             ``lines`` with ``min_count`` (KenLM's ids: ``<unk>`` 0, ``<s>`` 1, ``</s>`` 2).
@@ -150,23 +161,41 @@ class NGramModel(BackoffLanguageModel):
         Returns
         -------
         self
+
+        Raises
+        ------
+        InputError
+            Bad settings, an empty corpus or one without words, a reserved symbol (``<s>``,
+            ``</s>``, ``<unk>``) inside the text, bytes that are not UTF-8. A failed fit leaves
+            the model unfitted (nothing of an earlier fit survives).
+
+        Examples
+        --------
+        >>> from seqprob.ngram import KneserNey
+        >>> lm = KneserNey(order=2, discount=0.5).fit(["a b", "b a b"])
+        >>> lm.counts_.n_sentences, lm.counts_.n_tokens, len(lm.vocab)
+        (2, 7, 5)
         """
         self._check_params()
         self._reset()
-        counts, tok = self._count(lines, tokenizer)
-        if counts.n_tokens == counts.n_sentences:
-            raise InputError("the corpus has no words: only <s> and </s> would be counted "
-                             f"({counts.n_sentences} empty line(s))", n_sentences=counts.n_sentences)
-        self.counts_, self.tokenizer_ = counts, tok
-        self._estimate(counts, tok.vocab)
+        try:
+            counts, tok = self._count(lines, tokenizer)
+            if counts.n_tokens == counts.n_sentences:
+                raise InputError("the corpus has no words: only <s> and </s> would be counted "
+                                 f"({counts.n_sentences} empty line(s))", n_sentences=counts.n_sentences)
+            self.counts_, self.tokenizer_ = counts, tok
+            self._estimate(counts, tok.vocab)
+        except BaseException:
+            self._reset()
+            raise
         self.vocab_ = tok.vocab
         log.info("%s: %s n-grams per order from %d sentences, %d tokens", type(self).__name__,
                  counts.sizes(), counts.n_sentences, counts.n_tokens)
         return self
 
     def _count(self, lines, tokenizer):
-        chunks = line_chunks(lines, int(self.chunk_chars))
-        chunks = _progress(chunks, self.progress)
+        chunks = _progress(line_chunks(lines, int(self.chunk_chars)), self.progress,
+                           total=len(lines) if hasattr(lines, "__len__") else None)
         index = None
         if tokenizer is None:
             if self.min_count > 1:
@@ -175,8 +204,9 @@ class NGramModel(BackoffLanguageModel):
             else:
                 index = {UNK: 0, BOS: 1, EOS: 2}
         else:
-            if not isinstance(tokenizer, Tokenizer) and not hasattr(tokenizer, "encode"):
-                raise InputError(f"tokenizer must be a seqprob Tokenizer, got {type(tokenizer).__name__}")
+            if not (hasattr(tokenizer, "encode") and isinstance(getattr(tokenizer, "vocab", None), Vocab)):
+                raise InputError("tokenizer must be a seqprob Tokenizer (with .encode and a Vocab "
+                                 f"as .vocab), got {type(tokenizer).__name__}")
             if self.min_count != 1:
                 raise InputError(f"min_count={self.min_count} only applies when fit() builds the "
                                  "tokenizer; the given tokenizer already fixes the vocabulary",
@@ -185,24 +215,13 @@ class NGramModel(BackoffLanguageModel):
         vocab = tokenizer.vocab if tokenizer is not None else None
         bos, eos = (vocab.bos_id, vocab.eos_id) if vocab is not None else (1, 2)
         size = (lambda: len(index)) if index is not None else len(vocab)
-        try:
-            counts = count_ngrams(encode_chunks(chunks, tokenizer, index), int(self.order), size, bos, eos)
-        except InputError as exc:
-            if "empty corpus" in str(exc):
-                raise InputError("cannot fit an n-gram model on an empty corpus (no lines)") from None
-            raise
+        counts = count_ngrams(encode_chunks(chunks, tokenizer, index), int(self.order), size, bos, eos)
         if index is not None:
             tokenizer = WhitespaceTokenizer(Vocab(list(index)))
         return counts, tokenizer
 
     def _estimate(self, counts: NGramCounts, vocab: Vocab) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
-
-    # ------------------------------------------------------------------ helpers for estimators
-    @staticmethod
-    def _n_predictable(vocab: Vocab) -> int:
-        """V' = size of the support of every row: the vocabulary without ``<s>``."""
-        return len(vocab) - (1 if vocab.bos_id != vocab.eos_id else 0)
 
 
 def _check_specials(vocab: Vocab) -> None:
@@ -211,15 +230,14 @@ def _check_specials(vocab: Vocab) -> None:
                          f"(got bos={vocab.bos!r}, eos={vocab.eos!r})")
 
 
-def _progress(chunks, progress):
-    if progress is False:
+def _progress(chunks, progress, total=None):
+    """Count the lines of ``chunks`` on a tqdm bar (``progress=None``: only on a terminal)."""
+    if not progress and progress is not None:
         return chunks
     from tqdm.auto import tqdm
 
-    disable = None if progress is None else not progress
-    if progress is None and not sys.stderr.isatty():
-        disable = True
-    bar = tqdm(desc="counting n-grams", unit=" lines", disable=disable, leave=False)
+    bar = tqdm(desc="counting n-grams", unit=" lines", total=total, leave=False,
+               disable=None if progress is None else False)
 
     def gen():
         try:

@@ -8,8 +8,9 @@ import numpy as np
 from ..counts import NGramCounts
 from ..errors import InputError
 from ..vocab import Vocab
-from ._interpolate import (count_of_counts, interpolated_tables, relative_frequency_tables,
-                           resolve_discount, safe_log, smoothed_unigram_counts)
+from ._interpolate import (_n_predictable, count_of_counts, interpolated_tables,
+                           relative_frequency_tables, resolve_discount, safe_log,
+                           smoothed_unigram_counts)
 from .base import NGramModel
 from .tables import BackoffTables, ngram_rows, segments_of_batch
 
@@ -62,6 +63,13 @@ class StupidBackoff(NGramModel):
     Notes
     -----
     S(w | h) = c(h w) / c(h .) if c(h w) > 0, else alpha * S(w | h'); S(w) = c(w) / N.
+
+    Examples
+    --------
+    >>> m = StupidBackoff(order=2, alpha=0.4).fit(["a b", "a a"])
+    >>> v = m.vocab
+    >>> np.exp(m.token_logprobs([v.bos_id, v.id("b")])).round(4)  # 0.4 * c(b) / N = 0.4 / 6
+    array([0.0667])
     """
 
     normalized = False
@@ -88,6 +96,13 @@ class WittenBell(NGramModel):
     P(w | h) = (c(h w) + N1+(h .) P(w | h')) / (c(h .) + N1+(h .)), with N1+(h .) the number
     of distinct words seen after h; the unigram level interpolates with the uniform
     distribution over V' (the vocabulary without ``<s>``). ``<unk>`` gets only that floor.
+
+    Examples
+    --------
+    >>> m = WittenBell(order=2).fit(["a b", "a a"])
+    >>> v = m.vocab
+    >>> np.exp(m.token_logprobs([v.bos_id, v.id("a"), v.id("b"), v.eos_id])).round(4)
+    array([0.8056, 0.2639, 0.6528])
     """
 
     def _estimate(self, counts: NGramCounts, vocab: Vocab) -> None:
@@ -114,7 +129,14 @@ class AbsoluteDiscount(NGramModel):
 
     Notes
     -----
-    P(w | h) = max(c(h w) - D, 0) / c(h .) + D N1+(h .) / c(h .) P(w | h').
+    P(w | h) = max(c(h w) - D, 0) / c(h .) + D N1+(h .) / c(h .) P(w | h'); at the bottom,
+    P(w) = max(c(w) - D, 0) / N + D N1+(.) / N / V' (``<s>`` and ``<unk>`` count 0).
+
+    Examples
+    --------
+    >>> m = AbsoluteDiscount(order=2, discount=0.75).fit(["a b c", "a c b", "b a"])
+    >>> m.discounts_
+    [0.75, 0.75]
     """
 
     def __init__(self, order: int = 3, discount=None, discount_fallback: float | None = 0.5,
@@ -181,6 +203,13 @@ class AddK(NGramModel):
     tokens (fewer at the start of a sentence: the whole history since ``<s>``) and V' the
     vocabulary size without ``<s>``. A context never seen gives the uniform 1 / V'. Not a
     back-off model: for N > 1 it cannot be written as an ARPA file exactly.
+
+    Examples
+    --------
+    >>> m = AddK(order=2, k=0.5).fit(["a b", "a"])
+    >>> v = m.vocab  # V' = 4: <unk> </s> a b
+    >>> round(float(np.exp(m.token_logprobs([v.bos_id, v.id("b")])[0])), 6)  # 0.5 / (2 + 0.5 * 4)
+    0.125
     """
 
     def __init__(self, order: int = 3, k: float = 1.0, min_count: int = 1,
@@ -194,7 +223,7 @@ class AddK(NGramModel):
 
     def _estimate(self, counts: NGramCounts, vocab: Vocab) -> None:
         self.k_ = float(self.k)
-        self.n_predictable_ = self._n_predictable(vocab)
+        self.n_predictable_ = _n_predictable(vocab)
         self.context_totals_ = [None] + [
             np.bincount(counts.prefix(m), weights=counts.counts[m - 1], minlength=len(counts.keys[m - 2]))
             for m in range(2, counts.order + 1)]
@@ -245,10 +274,6 @@ class AddK(NGramModel):
             out[stream == self._bos] = -np.inf
         return out
 
-    def _token_logprobs(self, batch):
-        stream, seg = segments_of_batch(batch)
-        return self._score_stream(stream, seg).reshape(batch.shape)[:, 1:]  # (B, T)
-
     def _logprobs(self, batch):
         if self.tables_ is not None:
             return self.tables_.logprob_rows(batch)
@@ -283,17 +308,22 @@ class AddK(NGramModel):
             out[:, self._bos] = -np.inf
         return out.reshape(B, T, V)
 
-    def _start(self, ids: tuple):
-        from .tables import NGramState
-
-        history = ids[-max(int(self.counts_.order) - 1, 1):]
-        row = self._logprobs(np.asarray(history, dtype=np.int64)[None, :])[0, -1]  # (V,)
-        row.flags.writeable = False
-        return NGramState(ids=history, logprobs=row)
+    def _context_size(self) -> int:
+        return max(self.counts_.order - 1, 1)
 
 
 class Laplace(AddK):
-    """Add-one smoothing: :class:`AddK` with k = 1."""
+    """Add-one smoothing: :class:`AddK` with k = 1.
+
+    Notes
+    -----
+    P(w | h) = (c(h w) + 1) / (c(h .) + V').
+
+    Examples
+    --------
+    >>> Laplace(order=2).fit(["a b"]).k
+    1.0
+    """
 
     def __init__(self, order: int = 3, min_count: int = 1, chunk_chars: int = 1 << 23,
                  progress: bool | None = None):

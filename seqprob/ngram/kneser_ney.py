@@ -22,6 +22,12 @@ def adjusted_counts(counts: NGramCounts, vocab: Vocab) -> list:
     raw count; every other lower-order n-gram g gets its continuation count
     N1+(. g) = #{v : v g was seen} (``<s>`` counts as a left word). Unigram ``<s>`` and
     ``<unk>`` get 0: ``<unk>`` receives only interpolated mass.
+
+    Examples
+    --------
+    >>> m = ModifiedKneserNey(order=2, discounts=[(0.5, 1, 1.5)] * 2).fit(["a b", "b a b"])
+    >>> [a.tolist() for a in adjusted_counts(m.counts_, m.vocab)]  # ids <unk> <s> </s> a b
+    [[0, 0, 1, 2, 2], [1, 1, 2, 2, 1]]
     """
     N = counts.order
     out = []
@@ -79,6 +85,12 @@ def mkn_discounts(t: list):
     Notes
     -----
     Y = t1 / (t1 + 2 t2); D_k = k - (k + 1) Y t_{k+1} / t_k for k = 1, 2, 3.
+
+    Examples
+    --------
+    >>> d, valid = mkn_discounts([10, 4, 2, 1])
+    >>> [round(x, 4) for x in d], valid
+    ([0.5556, 1.1667, 1.8889], True)
     """
     f = np.float32
     if min(t[:3]) == 0:

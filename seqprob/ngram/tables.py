@@ -81,6 +81,12 @@ class BackoffTables:
     -----
     log P(w | h) = log p(h_{n-m*+1..} w) + sum_{j=m*}^{n-1} log gamma(h_{last j}), with m* the
     longest listed n-gram ending in w (ARPA back-off).
+
+    Examples
+    --------
+    >>> t = BackoffTables(3, [np.arange(3)], [np.log([0.5, 0.25, 0.25])], [])  # a unigram model
+    >>> np.exp(t.token_logprobs(np.array([[0, 2, 1]]))).tolist()
+    [[0.25, 0.25]]
     """
 
     def __init__(self, vocab_size: int, keys: list, logp: list, logbow: list,
@@ -168,10 +174,6 @@ class BackoffTables:
         """Range [lo, hi) of the order-m rows whose context is each order-(m-1) row."""
         b = self.bounds(m)
         return b[ctx_rows], b[ctx_rows + 1]
-
-    def state_row(self, history: tuple) -> np.ndarray:
-        """(V,) log-probs of the next token after ``history`` (at most N-1 ids, x_0 first)."""
-        return self.logprob_rows(np.asarray(history, dtype=np.int64)[None, :])[0, -1]
 
     # ------------------------------------------------------------------ introspection
     def words(self, m: int) -> np.ndarray:

@@ -1,6 +1,7 @@
 """The reliability diagram: predicted probability against observed frequency."""
 from __future__ import annotations
 
+from ..errors import InputError
 from ._style import IMPOSSIBLE_COLOR, check_frame, color, finish, new_axes
 
 __all__ = ["reliability"]
@@ -29,15 +30,18 @@ def reliability(df, ax=None, **style):
     """
     check_frame(df, ("bin_lower", "bin_upper", "count", "confidence", "accuracy"), "reliability()")
     d = df[df["count"] > 0]
+    if len(d) == 0:
+        raise InputError(f"reliability(): all {len(df)} bins are empty (count 0): nothing to plot",
+                         value=len(df))
     ax = new_axes(ax, figsize=(5.5, 5.0))
     width = (d["bin_upper"] - d["bin_lower"]).to_numpy()
     centers = (d["bin_lower"] + width / 2).to_numpy()
     ece = df.attrs.get("ece")
-    if ece is None and len(d):
+    if ece is None:
         n = d["count"].sum()
         ece = float((d["count"] / n * (d["accuracy"] - d["confidence"]).abs()).sum())
     ax.bar(centers, d["accuracy"], width=width * 0.95, color=color(0), edgecolor="white",
-           label=f"observed frequency (ECE = {ece:.3f})" if ece is not None else "observed frequency")
+           label=f"observed frequency (ECE = {ece:.3f})")
     ax.plot([0, 1], [0, 1], linestyle="--", color="black", linewidth=1, label="perfect calibration")
     ax.plot(d["confidence"], d["confidence"], linestyle="none", marker="o", markersize=4,
             color=color(1), label="mean predicted probability of the bin")

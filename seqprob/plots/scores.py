@@ -237,7 +237,7 @@ def next_token(logprobs, tokens=None, temperatures=(0.5, 1.0, 2.0), k: int = 10,
     ax.set_xticks(np.arange(len(top)), [labels[j] for j in top], rotation=45 if len(top) > 6 else 0,
                   ha="right" if len(top) > 6 else "center")
     ax.set_ylim(0, 1.05)
-    return finish(ax, style.get("title", f"Next-token distribution at {len(temperatures)} temperatures (top {len(top)})"),
+    return finish(ax, f"Next-token distribution at {len(temperatures)} temperatures (top {len(top)})",
                   "next token v (the most likely at T = 1)", "P_T(next = v) (probability)", style)
 
 

@@ -5,13 +5,32 @@ import json
 from pathlib import Path
 
 from .._io import atomic_write
-from ..errors import (FileFormatError, NotFittedError, SeqProbError, SeqProbFileError,
+from ..errors import (FileFormatError, InputError, NotFittedError, SeqProbError, SeqProbFileError,
                       UnknownTokenizerError)
 from ..vocab import Vocab, check_ids
 
-__all__ = ["Tokenizer", "load_tokenizer", "register_tokenizer"]
+__all__ = ["Tokenizer", "load_tokenizer", "register_tokenizer", "check_text", "iter_texts"]
 
 _REGISTRY: dict[str, type] = {}
+
+
+def check_text(text, what: str = "text") -> str:
+    """``text`` itself if it is a ``str``; else :class:`InputError` naming its type."""
+    if not isinstance(text, str):
+        raise InputError(f"{what} must be a str, got {type(text).__name__} {text!r:.60}",
+                         value=type(text).__name__)
+    return text
+
+
+def iter_texts(texts, what: str = "texts"):
+    """Yield the items of ``texts``, checking that it is iterable and that each item is a str."""
+    try:
+        items = iter(texts)
+    except TypeError:
+        raise InputError(f"{what} must be an iterable of str, got {type(texts).__name__}",
+                         value=type(texts).__name__) from None
+    for i, text in enumerate(items):
+        yield check_text(text, f"{what}[{i}]")
 
 
 def register_tokenizer(cls):
@@ -44,7 +63,7 @@ class Tokenizer:
 
     def encode_batch(self, texts) -> list[list[int]]:
         """Encode each text of ``texts``."""
-        return [self.encode(t) for t in texts]
+        return [self.encode(t) for t in iter_texts(texts)]
 
     def token_strings(self, ids) -> list[str]:
         """Display string of each id (a byte-level token may be part of a UTF-8 character);

@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Iterable, Mapping, Sequence
 
 from ..errors import InputError
-from .base import register_tokenizer
+from .base import iter_texts, register_tokenizer
 from .tiktoken_io import ENDOFTEXT, GPT2_PATTERN, EncodingTokenizer, _special_map
 
 __all__ = ["BPETokenizer", "train_bpe_ranks"]
@@ -29,10 +29,7 @@ def _count_pretokens(texts: Iterable[str], pattern: str) -> Counter:
     except regex.error as exc:
         raise InputError(f"invalid pre-tokenization pattern {pattern!r}: {exc}", pattern=pattern) from None
     counts: Counter = Counter()
-    for text in texts:
-        if not isinstance(text, str):
-            raise InputError(f"training texts must be str, got {type(text).__name__}",
-                             value=type(text).__name__)
+    for text in iter_texts(texts):
         counts.update(compiled.findall(text))
     counts.pop("", None)  # a pattern that can match the empty string
     return counts

@@ -6,7 +6,7 @@ from typing import Iterable
 
 from ..errors import InputError
 from ..vocab import BOS, EOS, UNK, Vocab, check_ids
-from .base import Tokenizer, register_tokenizer
+from .base import Tokenizer, check_text, iter_texts, register_tokenizer
 
 __all__ = ["WhitespaceTokenizer", "CharTokenizer"]
 
@@ -46,7 +46,7 @@ class WhitespaceTokenizer(Tokenizer):
         if isinstance(lines, str):
             raise InputError("fit() takes an iterable of lines, not a single string")
         counts: Counter = Counter()
-        for line in lines:
+        for line in iter_texts(lines, "lines"):
             words = line.split()
             bad = [w for w in words if w in _SPECIALS]
             if bad:
@@ -57,13 +57,15 @@ class WhitespaceTokenizer(Tokenizer):
         return cls(_vocab_from_counts(counts, list(counts), min_count))
 
     def encode(self, text: str) -> list[int]:
+        """Ids of the whitespace-separated words of ``text`` (unknown words -> ``<unk>``)."""
         lookup = self.vocab.lookup
-        return [lookup(w) for w in text.split()]
+        return [lookup(w) for w in check_text(text).split()]
 
     def pieces(self, text: str) -> list[str]:
-        return text.split()
+        return check_text(text).split()
 
     def decode(self, ids) -> str:
+        """The tokens of ``ids`` joined by single spaces."""
         return " ".join(self.token_strings(check_ids(ids, len(self.vocab), allow_empty=True)))
 
     def to_dict(self) -> dict:
@@ -96,20 +98,22 @@ class CharTokenizer(Tokenizer):
         if isinstance(texts, str):
             texts = [texts]
         counts: Counter = Counter()
-        for text in texts:
+        for text in iter_texts(texts):
             counts.update(text)
         if not counts:
             raise InputError("cannot fit a tokenizer on an empty corpus (no characters found)")
         return cls(_vocab_from_counts(counts, sorted(counts), min_count))
 
     def encode(self, text: str) -> list[int]:
+        """Ids of the characters of ``text`` (unknown characters -> ``<unk>``)."""
         lookup = self.vocab.lookup
-        return [lookup(c) for c in text]
+        return [lookup(c) for c in check_text(text)]
 
     def pieces(self, text: str) -> list[str]:
-        return list(text)
+        return list(check_text(text))
 
     def decode(self, ids) -> str:
+        """The characters of ``ids`` concatenated."""
         return "".join(self.token_strings(check_ids(ids, len(self.vocab), allow_empty=True)))
 
     def to_dict(self) -> dict:

@@ -24,7 +24,7 @@ from .._io import atomic_write
 from ..errors import (FileFormatError, SeqProbFileError, TokenIdError, TokenizerError,
                       UnknownTokenizerError)
 from ..vocab import Vocab, check_ids
-from .base import Tokenizer, register_tokenizer
+from .base import Tokenizer, check_text, iter_texts, register_tokenizer
 
 __all__ = ["TiktokenTokenizer", "EncodingTokenizer", "GPT2_PATTERN", "ENDOFTEXT",
            "KNOWN_ENCODINGS", "parse_tiktoken", "read_tiktoken_file", "write_tiktoken_file",
@@ -315,12 +315,12 @@ class EncodingTokenizer(Tokenizer):
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` (special-token text is encoded as ordinary text; never raises)."""
         self.vocab
-        return self.encoding_.encode_ordinary(text)
+        return self.encoding_.encode_ordinary(check_text(text))
 
     def encode_batch(self, texts) -> list[list[int]]:
         """Token ids of each text, encoded in parallel by tiktoken."""
         self.vocab
-        return self.encoding_.encode_ordinary_batch(list(texts))
+        return self.encoding_.encode_ordinary_batch(list(iter_texts(texts)))
 
     def decode_bytes(self, ids) -> bytes:
         """The bytes of ``ids``, concatenated (special tokens as their text)."""

@@ -72,7 +72,7 @@ def _arc(raw, state: str, index: dict) -> tuple:
     else:
         raise GrammarError(f"state {state!r}: arc {raw!r} must be [word, prob, target] or a table with "
                            f"word, prob, target", state=state, value=raw)
-    if target not in index:
+    if not isinstance(target, str) or target not in index:
         raise GrammarError(f"state {state!r}: arc {word!r} goes to unknown state {target!r}",
                            state=state, target=target)
     return (index[state], _word(word, state), _prob(prob, state, f"probability of arc {word!r}"),
@@ -103,9 +103,10 @@ def _check_states(spec) -> tuple[list, dict]:
     states = spec.get("states")
     if not isinstance(states, Mapping) or not states:
         raise GrammarError("a grammar spec needs a non-empty 'states' table")
-    names = [str(k) for k in states]
-    if any(not n for n in names):
-        raise GrammarError("state names must be non-empty strings", state="")
+    names = list(states)
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise GrammarError(f"state names must be non-empty strings, got {name!r}", state=name)
     return names, {n: i for i, n in enumerate(names)}
 
 
@@ -140,7 +141,7 @@ def parse_spec(spec) -> ParsedSpec:
     """Validate a spec mapping; raise :class:`GrammarError` naming the offending state."""
     names, index = _check_states(spec)
     start = spec.get("start", names[0])
-    if start not in index:
+    if not isinstance(start, str) or start not in index:
         raise GrammarError(f"start state {start!r} is not one of the states", state=start)
     arcs, stops = [], []
     for name in names:

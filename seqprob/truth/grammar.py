@@ -377,6 +377,16 @@ class ProbabilisticGrammar(BaseLanguageModel):
         and h_i the entropy of state i's next-token distribution; expected tokens = sum_i N_i.
         Monte Carlo: H ≈ mean(-log P*(x_k)); per token = sum(-log P*) / sum(tokens), its
         standard error from the delta method for a ratio.
+
+        Examples
+        --------
+        >>> g = ProbabilisticGrammar({"states": {"S": {"arcs": [["a", 0.5, "S"]], "stop": 0.5}}})
+        >>> h = g.entropy()  # each token (a or </s>) is a fair coin: log 2 nats
+        >>> round(h.per_token, 6), round(h.expected_tokens, 6), h.exact
+        (0.693147, 2.0, True)
+        >>> mc = g.entropy(method="monte_carlo", n=2000, seed=0)
+        >>> round(mc.per_token, 6), mc.exact  # here every token carries exactly log 2 nats
+        (0.693147, False)
         """
         if method not in ("auto", "exact", "monte_carlo"):
             raise InputError(f"method must be 'auto', 'exact' or 'monte_carlo', got {method!r}", value=method)
