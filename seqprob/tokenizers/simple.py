@@ -1,6 +1,7 @@
 """Word-level and character-level tokenizers with ``<unk>``, ``<s>``, ``</s>``."""
 from __future__ import annotations
 
+import numbers
 from collections import Counter
 from typing import Iterable
 
@@ -13,15 +14,62 @@ __all__ = ["WhitespaceTokenizer", "CharTokenizer"]
 _SPECIALS = (UNK, BOS, EOS)
 
 
-def _vocab_from_counts(counts: Counter, order: list, min_count: int) -> Vocab:
-    if min_count < 1:
-        raise InputError(f"min_count must be >= 1, got {min_count}", value=min_count, limit=1)
-    kept = [u for u in order if counts[u] >= min_count]
-    return Vocab([UNK, BOS, EOS] + kept)
+class _UnitTokenizer(Tokenizer):
+    """A vocabulary of units (words or characters) plus ``<unk>``, ``<s>``, ``</s>``.
+
+    Subclasses define ``_split(text) -> list of units`` and ``_joiner`` (what ``decode`` puts
+    between units).
+    """
+
+    _joiner = ""
+    _unit_name = "units"
+
+    def __init__(self, vocab: Vocab | None = None):
+        self.vocab_ = vocab
+
+    @staticmethod
+    def _split(text: str) -> list[str]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @classmethod
+    def _fit(cls, texts, min_count, what: str, sort: bool):
+        """Count the units of ``texts``; keep those seen >= ``min_count`` times."""
+        if isinstance(min_count, bool) or not isinstance(min_count, numbers.Integral) or min_count < 1:
+            raise InputError(f"min_count must be an integer >= 1, got {min_count!r}", value=min_count, limit=1)
+        counts: Counter = Counter()
+        for text in iter_texts(texts, what):
+            units = cls._split(text)
+            reserved = [u for u in units if u in _SPECIALS]
+            if reserved:
+                raise InputError(f"reserved symbol {reserved[0]!r} inside the training text", token=reserved[0])
+            counts.update(units)
+        if not counts:
+            raise InputError(f"cannot fit a tokenizer on an empty corpus (no {cls._unit_name} found)")
+        order = sorted(counts) if sort else list(counts)
+        return cls(Vocab([UNK, BOS, EOS] + [u for u in order if counts[u] >= min_count]))
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of the units of ``text`` (unknown units -> ``<unk>``)."""
+        lookup = self.vocab.lookup
+        return [lookup(u) for u in self._split(check_text(text))]
+
+    def pieces(self, text: str) -> list[str]:
+        return self._split(check_text(text))
+
+    def decode(self, ids) -> str:
+        """The units of ``ids`` joined (words by single spaces, characters by nothing)."""
+        return self._joiner.join(self.token_strings(check_ids(ids, len(self.vocab), allow_empty=True)))
+
+    def to_dict(self) -> dict:
+        return {"vocab": self.vocab.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        return cls(Vocab.from_dict(data["vocab"]))
 
 
 @register_tokenizer
-class WhitespaceTokenizer(Tokenizer):
+class WhitespaceTokenizer(_UnitTokenizer):
     """Words split on whitespace; words outside the vocabulary map to ``<unk>``.
 
     Ids follow KenLM: ``<unk>`` = 0, ``<s>`` = 1, ``</s>`` = 2, then words by first appearance.
@@ -36,48 +84,20 @@ class WhitespaceTokenizer(Tokenizer):
     """
 
     kind = "whitespace"
-
-    def __init__(self, vocab: Vocab | None = None):
-        self.vocab_ = vocab
+    _joiner = " "
+    _unit_name = "words"
+    _split = staticmethod(str.split)
 
     @classmethod
     def fit(cls, lines: Iterable[str], min_count: int = 1) -> "WhitespaceTokenizer":
         """Build the vocabulary from ``lines``; words seen fewer than ``min_count`` times become ``<unk>``."""
         if isinstance(lines, str):
             raise InputError("fit() takes an iterable of lines, not a single string")
-        counts: Counter = Counter()
-        for line in iter_texts(lines, "lines"):
-            words = line.split()
-            bad = [w for w in words if w in _SPECIALS]
-            if bad:
-                raise InputError(f"reserved symbol {bad[0]!r} inside the training text", token=bad[0])
-            counts.update(words)
-        if not counts:
-            raise InputError("cannot fit a tokenizer on an empty corpus (no words found)")
-        return cls(_vocab_from_counts(counts, list(counts), min_count))
-
-    def encode(self, text: str) -> list[int]:
-        """Ids of the whitespace-separated words of ``text`` (unknown words -> ``<unk>``)."""
-        lookup = self.vocab.lookup
-        return [lookup(w) for w in check_text(text).split()]
-
-    def pieces(self, text: str) -> list[str]:
-        return check_text(text).split()
-
-    def decode(self, ids) -> str:
-        """The tokens of ``ids`` joined by single spaces."""
-        return " ".join(self.token_strings(check_ids(ids, len(self.vocab), allow_empty=True)))
-
-    def to_dict(self) -> dict:
-        return {"vocab": self.vocab.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "WhitespaceTokenizer":
-        return cls(Vocab.from_dict(data["vocab"]))
+        return cls._fit(lines, min_count, "lines", sort=False)
 
 
 @register_tokenizer
-class CharTokenizer(Tokenizer):
+class CharTokenizer(_UnitTokenizer):
     """One token per Unicode character; unseen characters map to ``<unk>``.
 
     Examples
@@ -88,37 +108,10 @@ class CharTokenizer(Tokenizer):
     """
 
     kind = "char"
-
-    def __init__(self, vocab: Vocab | None = None):
-        self.vocab_ = vocab
+    _unit_name = "characters"
+    _split = staticmethod(list)
 
     @classmethod
     def fit(cls, texts: Iterable[str], min_count: int = 1) -> "CharTokenizer":
-        """Build the vocabulary from the characters of ``texts`` (sorted for a stable order)."""
-        if isinstance(texts, str):
-            texts = [texts]
-        counts: Counter = Counter()
-        for text in iter_texts(texts):
-            counts.update(text)
-        if not counts:
-            raise InputError("cannot fit a tokenizer on an empty corpus (no characters found)")
-        return cls(_vocab_from_counts(counts, sorted(counts), min_count))
-
-    def encode(self, text: str) -> list[int]:
-        """Ids of the characters of ``text`` (unknown characters -> ``<unk>``)."""
-        lookup = self.vocab.lookup
-        return [lookup(c) for c in check_text(text)]
-
-    def pieces(self, text: str) -> list[str]:
-        return list(check_text(text))
-
-    def decode(self, ids) -> str:
-        """The characters of ``ids`` concatenated."""
-        return "".join(self.token_strings(check_ids(ids, len(self.vocab), allow_empty=True)))
-
-    def to_dict(self) -> dict:
-        return {"vocab": self.vocab.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "CharTokenizer":
-        return cls(Vocab.from_dict(data["vocab"]))
+        """Build the vocabulary from the characters of ``texts`` (a str is one text), sorted."""
+        return cls._fit([texts] if isinstance(texts, str) else texts, min_count, "texts", sort=True)
