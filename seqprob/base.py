@@ -37,6 +37,7 @@ class BaseLanguageModel:
 
     @property
     def vocab(self) -> Vocab:
+        """The fitted vocabulary (:class:`NotFittedError` before ``fit``)."""
         vocab = getattr(self, "vocab_", None)
         if vocab is None:
             raise NotFittedError(f"{type(self).__name__} is not fitted yet: call fit() first")

@@ -41,10 +41,14 @@ class LanguageModel(Protocol):
 
     vocab: Any
 
-    def logprobs(self, ids): ...
+    def logprobs(self, ids):
+        """(T, V) rows log P(x_t = v | x_<t) for ids x_0 .. x_{T-1}; (B, T, V) for a batch."""
 
-    def token_logprobs(self, ids): ...
+    def token_logprobs(self, ids):
+        """(T,) log P(x_t | x_<t) of the tokens of ids x_0 .. x_T; (B, T) for a batch."""
 
-    def start(self, prefix) -> State: ...
+    def start(self, prefix) -> State:
+        """State after reading ``prefix``; ``.logprobs`` is the (V,) next-token row."""
 
-    def step(self, state: State, token_id: int) -> State: ...
+    def step(self, state: State, token_id: int) -> State:
+        """A new state with ``token_id`` appended (``state`` itself is unchanged)."""

@@ -309,6 +309,14 @@ def summarize(df, by: str = "seq"):
     -----
     perplexity = exp(-sum logprob / n_tokens): token-weighted over the whole group, never a
     mean of per-sentence perplexities. bits_per_char = -sum logprob / (ln 2 · characters).
+
+    Examples
+    --------
+    >>> import seqprob as sp
+    >>> tok = sp.WhitespaceTokenizer.fit(["a b"])
+    >>> df = sp.score({"u": sp.UniformModel(tok.vocab)}, ["a b", "b"], tokenizer=tok)
+    >>> sp.summarize(df, by="model")[["n_tokens", "perplexity"]].round(6).values.tolist()
+    [[5.0, 4.0]]
     """
     import pandas as pd
 
@@ -321,9 +329,8 @@ def summarize(df, by: str = "seq"):
     if by not in ("seq", "model"):
         raise InputError(f"by must be 'seq' or 'model', got {by!r}", value=by)
     texts = df.attrs.get("texts") or []
-    chars = pd.Series({i: (len(t) if t is not None else np.nan) for i, t in enumerate(texts)}, dtype=float)
-    nbytes = pd.Series({i: (len(t.encode("utf-8")) if t is not None else np.nan) for i, t in enumerate(texts)},
-                       dtype=float)
+    chars = pd.Series([np.nan if t is None else len(t) for t in texts], dtype=float)
+    nbytes = pd.Series([np.nan if t is None else len(t.encode("utf-8")) for t in texts], dtype=float)
     keys = ["model", "seq"] if by == "seq" else ["model"]
     g = df.groupby(keys, sort=False)
     out = g.agg(n_tokens=("logprob", "size"), n_oov=("is_oov", "sum"), logprob=("logprob", "sum"))

@@ -156,6 +156,7 @@ class JointTable(BaseLanguageModel):
 
     @property
     def tokenizer(self) -> Tokenizer:
+        """The tokenizer the table was fitted with."""
         self._check_fitted()
         return self.tokenizer_
 

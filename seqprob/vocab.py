@@ -110,10 +110,12 @@ class Vocab:
         return [self.tokens[i] for i in arr.ravel().tolist()]
 
     def to_dict(self) -> dict:
+        """JSON-ready form: ``{"tokens": [...], "bos": ..., "eos": ..., "unk": ...}``."""
         return {"tokens": list(self.tokens), "bos": self.bos, "eos": self.eos, "unk": self.unk}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Vocab":
+        """Inverse of :meth:`to_dict`; malformed data raises :class:`InputError`."""
         try:
             return cls(data["tokens"], bos=data.get("bos"), eos=data.get("eos"), unk=data.get("unk"))
         except (KeyError, TypeError) as exc:

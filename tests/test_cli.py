@@ -45,6 +45,10 @@ def test_score_summary_table_and_csv(capsys):
     assert main(["score", "and god said", "--model", ARPA, "--format", "csv"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].startswith("model,seq,position,token") and len(lines) == 1 + 4
+    assert main(["score", "and god said", "--model", ARPA, "--format", "csv", "--no-distribution"]) == 0
+    lean = capsys.readouterr().out.strip().splitlines()
+    assert "entropy_bits" not in lean[0]
+    assert [row.split(",")[5] for row in lean] == [row.split(",")[5] for row in lines]  # same logprob
 
 
 def test_ppl_matches_kenlm(capsys):

@@ -236,3 +236,14 @@ def test_bad_inputs(table):
         sp.perplexity(table, "the cat sat")
     with pytest.raises(TokenIdError, match="token id 999 out of range: must be in \\[0, 12\\)"):
         sp.score(table, [[1, 2, 999]])
+
+
+@pytest.mark.parametrize("module", ["seqprob.functional", "seqprob.vocab", "seqprob.table", "seqprob.scoring",
+                                    "seqprob.sampling", "seqprob.tokenizers.simple", "seqprob.tokenizers.bpe"])
+def test_docstring_examples(module):
+    """The Examples sections of the foundation modules run as written."""
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0

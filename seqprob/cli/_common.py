@@ -12,6 +12,7 @@ FORMATS = ("table", "csv", "json")
 
 
 def add_format_option(parser) -> None:
+    """``--format table|csv|json`` (table by default)."""
     parser.add_argument("--format", choices=FORMATS, default="table",
                         help="output format: an aligned table (default), or csv / json for pipes")
 

@@ -5,6 +5,7 @@ from ._common import add_model_options, add_format_option, load_model, load_toke
 
 
 def register(sub) -> None:
+    """Add the ``score`` sub-command to ``sub``."""
     p = sub.add_parser(
         "score", help="per-token log-probs, surprisal and entropy of texts",
         description="Score each TEXT token by token: log P(x_t | x_<t) for every token, the "
@@ -15,19 +16,22 @@ def register(sub) -> None:
     add_model_options(p)
     p.add_argument("--no-bos", action="store_true", help="do not prepend <s> (first token unscored)")
     p.add_argument("--no-eos", action="store_true", help="do not score </s> at the end")
+    p.add_argument("--no-distribution", action="store_true",
+                   help="skip entropy_bits and rank (no full next-token rows: for huge vocabularies)")
     p.add_argument("--summary", action="store_true", help="one row per text: log P, perplexity, bits")
     add_format_option(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    """Score the texts and print the table; returns the exit status."""
     from ..scoring import score, summarize
 
     texts = read_texts(args.texts, args.file)
     model = load_model(args.model)
     tok = load_tokenizer_arg(args.tokenizer, model)
     df = score({args.model or "default": model}, texts, tokenizer=tok,
-               bos=not args.no_bos, eos=not args.no_eos)
+               bos=not args.no_bos, eos=not args.no_eos, distribution=not args.no_distribution)
     if args.summary:
         df = summarize(df)[["model", "seq", "text", "n_tokens", "n_oov", "logprob", "log10prob",
                             "perplexity", "bits_per_token", "bits_per_char"]]

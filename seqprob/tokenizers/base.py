@@ -50,15 +50,18 @@ class Tokenizer:
 
     @property
     def vocab(self) -> Vocab:
+        """The :class:`Vocab` (``bos_id``, ``eos_id``, ``unk_id``, ``len``); error before fit/train."""
         vocab = getattr(self, "vocab_", None)
         if vocab is None:
             raise NotFittedError(f"{type(self).__name__} has no vocabulary yet: fit or train it first")
         return vocab
 
     def encode(self, text: str) -> list[int]:  # pragma: no cover - abstract
+        """Token ids of ``text``, without BOS/EOS."""
         raise NotImplementedError
 
     def decode(self, ids) -> str:  # pragma: no cover - abstract
+        """Text of ``ids``: ``decode(encode(s)) == s`` wherever the tokenizer can represent s."""
         raise NotImplementedError
 
     def encode_batch(self, texts) -> list[list[int]]:
@@ -84,10 +87,12 @@ class Tokenizer:
         return self.tokenize(text)
 
     def to_dict(self) -> dict:  # pragma: no cover - abstract
+        """JSON-ready settings and learned state (what :meth:`save` writes besides ``type``)."""
         raise NotImplementedError
 
     @classmethod
     def from_dict(cls, data: dict) -> "Tokenizer":  # pragma: no cover - abstract
+        """Inverse of :meth:`to_dict`."""
         raise NotImplementedError
 
     def save(self, path) -> Path:

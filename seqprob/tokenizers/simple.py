@@ -35,13 +35,15 @@ class _UnitTokenizer(Tokenizer):
     def _fit(cls, texts, min_count, what: str, sort: bool):
         """Count the units of ``texts``; keep those seen >= ``min_count`` times."""
         if isinstance(min_count, bool) or not isinstance(min_count, numbers.Integral) or min_count < 1:
-            raise InputError(f"min_count must be an integer >= 1, got {min_count!r}", value=min_count, limit=1)
+            raise InputError(f"min_count must be an integer >= 1, got {min_count!r}",
+                             value=min_count, limit=1)
         counts: Counter = Counter()
         for text in iter_texts(texts, what):
             units = cls._split(text)
             reserved = [u for u in units if u in _SPECIALS]
             if reserved:
-                raise InputError(f"reserved symbol {reserved[0]!r} inside the training text", token=reserved[0])
+                raise InputError(f"reserved symbol {reserved[0]!r} inside the training text",
+                                 token=reserved[0])
             counts.update(units)
         if not counts:
             raise InputError(f"cannot fit a tokenizer on an empty corpus (no {cls._unit_name} found)")
