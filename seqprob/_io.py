@@ -6,6 +6,7 @@ import gzip
 import os
 import sys
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Iterator
 
@@ -88,7 +89,7 @@ def _read_file_lines(path: str, strip: bool) -> Iterator[str]:
                 raise InputError(f"{path!r} line {lineno}: not valid UTF-8 ({exc.reason} at byte {exc.start})",
                                  path=path, line=lineno) from exc
             yield line.strip() if strip else line.rstrip("\r\n")
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:
         raise SeqProbFileError(f"cannot read corpus {path!r}: {exc}", path=path) from exc
     finally:
         if path != "-":

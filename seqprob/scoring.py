@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
 import os
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -440,6 +441,10 @@ def evaluate(model, lines, tokenizer=None, bos: bool = True, eos: bool = True) -
     Notes
     -----
     perplexity = exp(-sum_i log P(x_i | x_<i) / N) over all N scored tokens of the corpus.
+    A figure whose denominator is 0 (every word an OOV or of probability 0) is NaN:
+    undefined, as SRILM prints it. A model whose scores are not a normalized distribution
+    (``model.normalized`` is False, e.g. stupid back-off) gets a warning: its "perplexity"
+    is not one.
 
     Examples
     --------
@@ -453,6 +458,9 @@ def evaluate(model, lines, tokenizer=None, bos: bool = True, eos: bool = True) -
     kept = [t for t in texts if t]
     if not kept:
         raise InputError("nothing to evaluate: the corpus has no non-empty lines")
+    if not getattr(model, "normalized", True):
+        warnings.warn(f"{type(model).__name__} scores are not a normalized distribution: its "
+                      "perplexity is not comparable with a real model's", UserWarning, stacklevel=2)
     encoded = [encode_for_model(model, t, tokenizer, bos, eos) for t in kept]
     results = _score_model(model, encoded, with_distribution=False)
     return _figures(encoded, results, eos, len(texts) - len(kept))

@@ -247,3 +247,11 @@ def test_docstring_examples(module):
 
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_unnormalized_model_perplexity_warns():
+    from seqprob.ngram import StupidBackoff
+
+    model = StupidBackoff(order=2).fit(LINES)
+    with pytest.warns(UserWarning, match="not a normalized distribution"):
+        sp.perplexity(model, LINES[:2])

@@ -10,7 +10,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm
 
 from ..errors import InputError
 
@@ -23,6 +22,8 @@ _BATCH = 512
 def _z(confidence: float) -> float:
     if not 0 < confidence < 1:
         raise InputError(f"confidence must be in (0, 1), got {confidence!r}", value=confidence, limit=(0, 1))
+    from scipy.stats import norm  # scipy.stats is slow to import: only when a CI is asked for
+
     return float(norm.ppf(0.5 + confidence / 2))
 
 

@@ -6,6 +6,7 @@ import argparse
 import importlib
 import logging
 import sys
+import warnings
 
 from ..errors import SeqProbError
 
@@ -28,6 +29,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line_warning(command: str):
+    """Warnings (e.g. a discount fallback on tiny data) as one line, without a source excerpt."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"seqprob {command}: warning: {message}", file=sys.stderr)
+
+    return show
+
+
 def main(argv=None) -> int:
     """Entry point of the ``seqprob`` console script; returns the exit status."""
     parser = build_parser()
@@ -37,10 +46,14 @@ def main(argv=None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    name = " ".join(filter(None, [args.command, getattr(args, f"{args.command}_command", None)]))
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")  # each distinct warning once per run
+            warnings.showwarning = _one_line_warning(name)
+            return int(args.func(args) or 0)
     except SeqProbError as exc:
-        print(f"seqprob {args.command}: error: {exc}", file=sys.stderr)
+        print(f"seqprob {name}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

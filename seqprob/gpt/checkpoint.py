@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_write
+from .._io import _umask, atomic_write
 from ..errors import CheckpointError, InputError, SeqProbError, SeqProbFileError
 
 __all__ = ["save_checkpoint", "load_checkpoint", "check_replaceable", "Checkpoint", "FORMAT",
@@ -150,12 +150,6 @@ def save_checkpoint(model, path, optimizer=None, extra: dict | None = None) -> P
         raise
     log.info("saved checkpoint %s", path)
     return path
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def check_replaceable(path) -> None:

@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sparse
 from scipy.sparse.linalg import spsolve
-from scipy.stats import norm
 
 from .._io import atomic_write
 from ..base import BaseLanguageModel
@@ -72,6 +71,8 @@ class GrammarEntropy:
     confidence: float = 0.95
 
     def _ci(self, value: float, stderr: float) -> tuple:
+        from scipy.stats import norm  # slow to import: only when a CI is asked for
+
         z = float(norm.ppf(0.5 + self.confidence / 2))
         return (value - z * stderr, value + z * stderr)
 
