@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import InputError, NotFittedError
+from .errors import InputError, fitted
 from .vocab import Vocab, check_ids
 
 __all__ = ["BaseLanguageModel", "PrefixState"]
@@ -38,10 +38,7 @@ class BaseLanguageModel:
     @property
     def vocab(self) -> Vocab:
         """The fitted vocabulary (:class:`NotFittedError` before ``fit``)."""
-        vocab = getattr(self, "vocab_", None)
-        if vocab is None:
-            raise NotFittedError(f"{type(self).__name__} is not fitted yet: call fit() first")
-        return vocab
+        return fitted(self, "vocab_")
 
     def _check_fitted(self) -> None:
         self.vocab  # noqa: B018 - raises NotFittedError

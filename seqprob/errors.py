@@ -10,7 +10,7 @@ from __future__ import annotations
 __all__ = [
     "SeqProbError", "InputError", "TokenIdError", "UnknownTokenError", "TemperatureError",
     "ContextLengthError",
-    "NotFittedError", "TokenizerError", "UnknownTokenizerError", "SeqProbFileError",
+    "NotFittedError", "fitted", "TokenizerError", "UnknownTokenizerError", "SeqProbFileError",
     "FileFormatError", "ArpaFormatError", "CheckpointError", "GrammarError",
     "TrainingDivergedError",
 ]
@@ -61,6 +61,15 @@ class ContextLengthError(InputError):
 
 class NotFittedError(SeqProbError, ValueError, AttributeError):
     """A model or tokenizer was used before ``fit`` / ``train``."""
+
+
+def fitted(obj, attr: str, hint: str = "call fit() first"):
+    """The learned attribute ``obj.<attr>`` (scikit-learn style, ends in ``_``), or a
+    :class:`NotFittedError` naming the class when ``fit`` has not set it yet."""
+    value = getattr(obj, attr, None)
+    if value is None:
+        raise NotFittedError(f"{type(obj).__name__} is not fitted yet: {hint}", attribute=attr)
+    return value
 
 
 class TokenizerError(SeqProbError, ValueError):

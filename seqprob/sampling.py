@@ -1,7 +1,6 @@
 """Sampling from any LanguageModel through its incremental ``start`` / ``step`` interface."""
 from __future__ import annotations
 
-import math
 import numbers
 
 import numpy as np

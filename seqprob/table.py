@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from .base import BaseLanguageModel
-from .errors import InputError
+from .errors import InputError, fitted
 from .tokenizers import Tokenizer, WhitespaceTokenizer
 from .tokenizers.base import iter_texts
 from .vocab import Vocab
@@ -157,8 +157,7 @@ class JointTable(BaseLanguageModel):
     @property
     def tokenizer(self) -> Tokenizer:
         """The tokenizer the table was fitted with."""
-        self._check_fitted()
-        return self.tokenizer_
+        return fitted(self, "tokenizer_")
 
     def _token_logprobs(self, batch: np.ndarray) -> np.ndarray:
         out = np.empty((batch.shape[0], batch.shape[1] - 1))  # (B, T)

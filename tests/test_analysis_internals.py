@@ -14,21 +14,8 @@ from seqprob.analysis.sparsity import ngram_windows, sparsity_curve, unseen_shar
 from seqprob.errors import InputError
 from seqprob.gpt import GPT, GPTConfig
 from seqprob.table import UniformModel
-from seqprob.tokenizers import WhitespaceTokenizer
 
-LINES = ["the cat sat on the mat", "the dog sat on the mat", "the king saw the queen",
-         "the man saw the woman", "the cats sat", "the dogs sat"]
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return WhitespaceTokenizer.fit(LINES)
-
-
-@pytest.fixture(scope="module")
-def gpt(tok):
-    cfg = GPTConfig(vocab_size=len(tok.vocab), block_size=16, n_layer=2, n_head=2, n_embd=16, dtype="float64")
-    return GPT(cfg, seed=0, tokenizer=tok)
+from small_models import LINES, gpt, tok  # noqa: E402,F401 - shared data and fixtures
 
 
 # --------------------------------------------------------------------------- lens

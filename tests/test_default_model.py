@@ -11,7 +11,6 @@ from seqprob.cli import main
 from seqprob.analysis import agreement_test, analogy, kl_per_token
 from seqprob.defaults import QUICK_RECIPE, train_default_model
 from seqprob.demo import run_demo
-from seqprob.errors import SeqProbFileError
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ from __future__ import annotations
 import gzip
 import io
 import itertools
-import math
 import warnings
 
 import numpy as np

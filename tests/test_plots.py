@@ -19,24 +19,10 @@ from seqprob.analysis.calibration import reliability_table  # noqa: E402
 from seqprob.analysis.embeddings import analogy, embedding_directions, embedding_pca  # noqa: E402
 from seqprob.analysis.lens import logit_lens  # noqa: E402
 from seqprob.errors import InputError  # noqa: E402
-from seqprob.gpt import GPT, GPTConfig  # noqa: E402
 from seqprob.scoring import score  # noqa: E402
 from seqprob.table import JointTable, UniformModel  # noqa: E402
-from seqprob.tokenizers import WhitespaceTokenizer  # noqa: E402
 
-LINES = ["the cat sat on the mat", "the dog sat on the mat", "the king saw the queen",
-         "the man saw the woman", "the cats sat", "the dogs sat"]
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return WhitespaceTokenizer.fit(LINES)
-
-
-@pytest.fixture(scope="module")
-def gpt(tok):
-    cfg = GPTConfig(vocab_size=len(tok.vocab), block_size=16, n_layer=2, n_head=2, n_embd=16)
-    return GPT(cfg, seed=0, tokenizer=tok)
+from small_models import LINES, gpt, tok  # noqa: E402,F401 - shared data and fixtures
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..base import BaseLanguageModel
 from ..counts import NGramCounts, check_order, count_ngrams
-from ..errors import InputError, NotFittedError
+from ..errors import InputError, fitted
 from ..tokenizers import Tokenizer, WhitespaceTokenizer
 from ..vocab import BOS, EOS, UNK, Vocab, check_ids
 from ._corpus import build_whitespace_vocab, encode_chunks, line_chunks
@@ -24,10 +24,7 @@ class BackoffLanguageModel(BaseLanguageModel):
     (``self.tables_``). Never builds a (T, V) array in ``token_logprobs``."""
 
     def _tables(self) -> BackoffTables:
-        tables = getattr(self, "tables_", None)
-        if tables is None:
-            raise NotFittedError(f"{type(self).__name__} is not fitted yet: call fit() first")
-        return tables
+        return fitted(self, "tables_")
 
     def _logprobs(self, batch: np.ndarray) -> np.ndarray:
         return self._tables().logprob_rows(batch)  # (B, T, V)
@@ -115,10 +112,7 @@ class NGramModel(BackoffLanguageModel):
     @property
     def tokenizer(self) -> Tokenizer:
         """The tokenizer the model was fitted with (built by ``fit`` when none was given)."""
-        tok = getattr(self, "tokenizer_", None)
-        if tok is None:
-            raise NotFittedError(f"{type(self).__name__} is not fitted yet: call fit() first")
-        return tok
+        return fitted(self, "tokenizer_")
 
     def get_params(self) -> dict:
         """Settings passed to ``__init__`` (scikit-learn convention)."""

@@ -5,8 +5,8 @@ import json
 from pathlib import Path
 
 from .._io import atomic_write
-from ..errors import (FileFormatError, InputError, NotFittedError, SeqProbError, SeqProbFileError,
-                      UnknownTokenizerError)
+from ..errors import (FileFormatError, InputError, SeqProbError, SeqProbFileError,
+                      UnknownTokenizerError, fitted)
 from ..vocab import Vocab, check_ids
 
 __all__ = ["Tokenizer", "load_tokenizer", "register_tokenizer", "check_text", "iter_texts"]
@@ -51,10 +51,7 @@ class Tokenizer:
     @property
     def vocab(self) -> Vocab:
         """The :class:`Vocab` (``bos_id``, ``eos_id``, ``unk_id``, ``len``); error before fit/train."""
-        vocab = getattr(self, "vocab_", None)
-        if vocab is None:
-            raise NotFittedError(f"{type(self).__name__} has no vocabulary yet: fit or train it first")
-        return vocab
+        return fitted(self, "vocab_", hint="fit or train it first")
 
     def encode(self, text: str) -> list[int]:  # pragma: no cover - abstract
         """Token ids of ``text``, without BOS/EOS."""
