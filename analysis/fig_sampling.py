@@ -5,7 +5,7 @@ Writes the figures (PNG + SVG) and sampling.html to DIR (default analysis_out/).
 """
 import sys
 
-from seqprob.report import script_main
+from seqprob.app.report import script_main
 
 if __name__ == "__main__":
     sys.exit(script_main(["sampling"], "sampling.html", __doc__.splitlines()[0]))

@@ -2,7 +2,7 @@
 
     python analysis/train_default_model.py [--seed 0] [--out seqprob/data/default_gpt]
 
-Settings: seqprob.defaults.DEFAULT_RECIPE (2 layers, 4 heads, d=64, context 32; 100,000 sampled
+Settings: seqprob.app.defaults.DEFAULT_RECIPE (2 layers, 4 heads, d=64, context 32; 100,000 sampled
 sentences; 3,000 AdamW steps of 32 windows x 32 tokens, lr 3e-3 with 150 warmup steps and a
 cosine decay). Reproducible for a seed. The shipped run took 118 s on a 2-core machine; the
 recipe, the time and the history are saved beside the weights (training.json, history.csv).
@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from seqprob.analysis import agreement_test, kl_per_token
-from seqprob.defaults import DEFAULT_RECIPE, train_default_model
+from seqprob.app.defaults import DEFAULT_RECIPE, train_default_model
 from seqprob.truth import toy_english
 
 

@@ -6,7 +6,7 @@ sampling and plotting tools.
 """
 from . import analysis, errors, functional, ngram
 from .arpa import ArpaModel, read_arpa, write_arpa
-from .defaults import default_model
+from .app.defaults import default_model
 from .errors import SeqProbError
 from .gpt import GPT, GPTConfig
 from .optim import AdamW

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from seqprob.cli import build_parser, main
+from seqprob.app.cli import build_parser, main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kenlm"
 ARPA = str(FIXTURES / "genesis.o3.arpa.gz")

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import seqprob as sp
-from seqprob.cli import main
+from seqprob.app.cli import main
 from seqprob.analysis import agreement_test, analogy, kl_per_token
-from seqprob.defaults import QUICK_RECIPE, train_default_model
-from seqprob.demo import run_demo
+from seqprob.app.defaults import QUICK_RECIPE, train_default_model
+from seqprob.app.demo import run_demo
 
 
 @pytest.fixture(scope="module")

@@ -374,7 +374,7 @@ def test_errors_are_seqprob_errors():
 
 
 def _main(argv):
-    from seqprob.cli import main
+    from seqprob.app.cli import main
 
     return main(argv)
 

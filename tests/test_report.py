@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from seqprob.cli import main
+from seqprob.app.cli import main
 from seqprob.errors import SeqProbFileError
-from seqprob.report import SECTIONS, build_report
+from seqprob.app.report import SECTIONS, build_report
 
 #: Figures of a report on the toy language with a GPT.
 FIGURES = ["sentences", "next_token", "lookup_table", "sparsity", "learning_curves", "attention",

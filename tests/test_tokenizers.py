@@ -549,7 +549,7 @@ def test_import_does_not_load_tiktoken_or_matplotlib():
 
 
 def test_cli_tokenize_formats(capsys, tmp_path, bpe):
-    from seqprob.cli import main
+    from seqprob.app.cli import main
 
     assert main(["tokenize", "the cat sat", "the dog", "--tokenizer", "word", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -565,7 +565,7 @@ def test_cli_tokenize_formats(capsys, tmp_path, bpe):
 
 @pytest.mark.parametrize("spec,needle", [("gpt5_base", "gpt5_base"), ("missing.json", "missing.json")])
 def test_cli_tokenize_bad_tokenizer(capsys, spec, needle):
-    from seqprob.cli import main
+    from seqprob.app.cli import main
 
     assert main(["tokenize", "x", "--tokenizer", spec]) == 2
     err = capsys.readouterr().err

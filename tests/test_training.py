@@ -226,7 +226,7 @@ SMALL = ["--steps", "6", "--block-size", "16", "--n-embd", "16", "--n-layer", "1
 
 @pytest.mark.parametrize("tokenizer", ["word", "char", "bpe:270"])
 def test_cli_train_writes_a_loadable_model(tmp_path, corpus, capsys, tokenizer):
-    from seqprob.cli import main
+    from seqprob.app.cli import main
 
     out = tmp_path / "model"
     assert main(["train", str(corpus), "-o", str(out), "--tokenizer", tokenizer, *SMALL,
@@ -246,7 +246,7 @@ def test_cli_train_then_score_and_sample(tmp_path, corpus, capsys, tokenizer):
     import pandas as pd
     from io import StringIO
 
-    from seqprob.cli import main
+    from seqprob.app.cli import main
     from seqprob.scoring import score
 
     out = tmp_path / "model"
@@ -266,7 +266,7 @@ def test_cli_train_then_score_and_sample(tmp_path, corpus, capsys, tokenizer):
 
 
 def test_cli_train_resume_continues(tmp_path, corpus):
-    from seqprob.cli import main
+    from seqprob.app.cli import main
 
     out = tmp_path / "a"
     assert main(["train", str(corpus), "-o", str(out), *SMALL]) == 0
@@ -282,7 +282,7 @@ def test_cli_train_resume_continues(tmp_path, corpus):
 
 
 def test_cli_train_errors(tmp_path, corpus, capsys):
-    from seqprob.cli import main
+    from seqprob.app.cli import main
 
     assert main(["train", str(corpus), "-o", str(tmp_path / "m"), "--tokenizer", "sentencepiece",
                  *SMALL]) == 2
@@ -298,7 +298,7 @@ def test_cli_train_errors(tmp_path, corpus, capsys):
 
 @given(lines=st.lists(st.text("ab c", min_size=1, max_size=6), min_size=1, max_size=5))
 def test_token_stream_marks_every_sentence(lines):
-    from seqprob.cli.train import token_stream
+    from seqprob.app.cli.train import token_stream
     from seqprob.tokenizers import CharTokenizer
 
     lines = [ln for ln in lines if ln]

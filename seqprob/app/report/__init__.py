@@ -15,8 +15,8 @@ import logging
 import time
 from pathlib import Path
 
-from .._io import ensure_writable_dir
-from ..errors import InputError
+from ..._io import ensure_writable_dir
+from ...errors import InputError
 from .context import EXAMPLE_SENTENCES, ReportContext, build_context
 from .html import render_html, write_files
 from .sections import SECTIONS, Section, run_sections

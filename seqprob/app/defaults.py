@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import SeqProbFileError
+from ..errors import SeqProbFileError
 
 __all__ = ["default_model", "train_default_model", "DefaultRecipe", "DEFAULT_RECIPE",
            "QUICK_RECIPE", "sentence_stream"]
@@ -62,7 +62,7 @@ def default_model():
     >>> model.tokenizer.vocab == sp.toy_english().vocab
     True
     """
-    from .gpt import GPT
+    from ..gpt import GPT
 
     folder = _model_dir()
     if not folder.is_dir() or not (folder / "config.json").is_file():
@@ -101,9 +101,9 @@ def train_default_model(out=None, recipe: DefaultRecipe = DEFAULT_RECIPE, progre
     (GPT, pandas.DataFrame)
         The model and its training history.
     """
-    from .gpt import GPT, GPTConfig
-    from .training import train
-    from .truth import toy_english
+    from ..gpt import GPT, GPTConfig
+    from ..training import train
+    from ..truth import toy_english
 
     truth = toy_english()
     tok = truth.tokenizer
@@ -125,7 +125,7 @@ def train_default_model(out=None, recipe: DefaultRecipe = DEFAULT_RECIPE, progre
 
 
 def _save(model, history, recipe: DefaultRecipe, seconds: float, out: Path) -> None:
-    from ._io import atomic_write
+    from .._io import atomic_write
 
     model.save(out, extra={"recipe": asdict(recipe), "train_seconds": round(seconds, 1)})
     with atomic_write(out / "history.csv") as handle:

@@ -22,8 +22,8 @@ def run(args) -> int:
     """Print the corpus figures of :func:`seqprob.scoring.evaluate` (and per sentence)."""
     import pandas as pd
 
-    from .._io import read_lines
-    from ..scoring import evaluate, score, summarize
+    from ..._io import read_lines
+    from ...scoring import evaluate, score, summarize
 
     lines = list(read_lines(args.test))
     model = load_model(args.model)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import InputError
+from ...errors import InputError
 from ._common import add_format_option, print_frame
 
 __all__ = ["register", "resolve_tokenizer", "tokenize_table"]
@@ -44,10 +44,10 @@ def resolve_tokenizer(spec: str | None, texts=None):
     ``None`` gives the toy language's word tokenizer."""
     from pathlib import Path
 
-    from ..tokenizers import CharTokenizer, TiktokenTokenizer, WhitespaceTokenizer, load_tokenizer
+    from ...tokenizers import CharTokenizer, TiktokenTokenizer, WhitespaceTokenizer, load_tokenizer
 
     if spec is None:
-        from ..truth import toy_english
+        from ...truth import toy_english
 
         return toy_english().tokenizer
     if spec == "char":

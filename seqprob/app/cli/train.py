@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ...errors import InputError
 from ._common import add_format_option, print_frame
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def register(sub) -> None:
 
 def make_tokenizer(spec: str, texts: list):
     """Fit the tokenizer named by ``spec`` (``char``, ``word``, ``bpe`` or ``bpe:N``) on ``texts``."""
-    from .. import tokenizers as toks
+    from ... import tokenizers as toks
 
     kind, _, size = spec.partition(":")
     if kind == "char" and not size:
@@ -97,7 +97,7 @@ def token_stream(tok, texts: list, raw: bool) -> np.ndarray:
 
 
 def _read_corpus(path: str, raw: bool) -> list:
-    from .._io import read_lines
+    from ..._io import read_lines
 
     if raw:
         text = "\n".join(read_lines(path, strip=False))
@@ -117,15 +117,15 @@ def _split(stream: np.ndarray, fraction: float):
 
 
 def run(args) -> int:
-    from ..gpt import GPT, GPTConfig
-    from ..training import train
+    from ...gpt import GPT, GPTConfig
+    from ...training import train
 
     texts = _read_corpus(args.corpus, args.raw)
     if not texts:
         raise InputError(f"corpus {args.corpus!r} holds no text")
     out = Path(args.output)
     if args.resume and (out / "tokenizer.json").exists():
-        from ..tokenizers import load_tokenizer
+        from ...tokenizers import load_tokenizer
 
         tok = load_tokenizer(out / "tokenizer.json")
     else:
@@ -141,7 +141,7 @@ def run(args) -> int:
                     warmup=args.warmup, min_lr=args.min_lr, weight_decay=args.weight_decay,
                     grad_clip=args.grad_clip, progress=not args.no_progress, resume=args.resume)
     if args.history:
-        from .._io import atomic_write
+        from ..._io import atomic_write
 
         with atomic_write(args.history) as handle:
             history.to_csv(handle, index=False)

@@ -23,7 +23,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..sampling import sample
+    from ...sampling import sample
 
     model = load_model(args.model)
     tok = load_tokenizer_arg(args.tokenizer, model)

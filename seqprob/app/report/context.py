@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InputError
+from ...errors import InputError
 
 __all__ = ["ReportContext", "build_context", "EXAMPLE_SENTENCES", "QUICK", "FULL"]
 
@@ -64,8 +64,8 @@ def _stream(tokenizer, lines) -> np.ndarray:
 def train_demo_gpt(tokenizer, train_lines, test_lines, steps: int, seed: int = 0):
     """A small GPT trained for ``steps`` steps: (model, history). Used when no trained model
     (or no training history) is at hand, so the learning curves always have a real run."""
-    from ..gpt import GPT, GPTConfig
-    from ..training import train
+    from ...gpt import GPT, GPTConfig
+    from ...training import train
 
     cfg = GPTConfig(vocab_size=len(tokenizer.vocab), block_size=32, n_layer=2, n_head=2, n_embd=32)
     model = GPT(cfg, seed=seed, tokenizer=tokenizer)
@@ -112,7 +112,7 @@ def _default_model():
 
 
 def _fit_baselines(tokenizer, train_lines, orders) -> dict:
-    from ..ngram import MLE, AddK, ModifiedKneserNey, expected_discount_fallback
+    from ...ngram import MLE, AddK, ModifiedKneserNey, expected_discount_fallback
 
     specs = {"mle3": MLE(order=3), "addk3": AddK(order=3, k=0.1), "kn3": ModifiedKneserNey(order=3),
              f"kn{max(orders)}": ModifiedKneserNey(order=max(orders))}
@@ -121,7 +121,7 @@ def _fit_baselines(tokenizer, train_lines, orders) -> dict:
 
 
 def _read_corpus(path, seed: int):
-    from .._io import read_lines
+    from ..._io import read_lines
 
     lines = [t for t in read_lines(path) if t]
     if len(lines) < 10:
@@ -158,7 +158,7 @@ def build_context(model=None, corpus=None, quick: bool = False, seed: int = 0, m
     sizes = dict(QUICK if quick else FULL)
     truth = None
     if corpus is None:
-        from ..truth import toy_english
+        from ...truth import toy_english
 
         truth = toy_english()
         train_lines = truth.sample(sizes["n_train"], seed=seed)
@@ -166,7 +166,7 @@ def build_context(model=None, corpus=None, quick: bool = False, seed: int = 0, m
         tokenizer = truth.tokenizer
         source = f"toy_english(): {sizes['n_train']} training and {sizes['n_test']} held-out samples"
     else:
-        from ..tokenizers import WhitespaceTokenizer
+        from ...tokenizers import WhitespaceTokenizer
 
         train_lines, test_lines = _read_corpus(corpus, seed)
         tokenizer = WhitespaceTokenizer.fit(train_lines)

@@ -8,7 +8,7 @@ import logging
 import sys
 import warnings
 
-from ..errors import SeqProbError
+from ...errors import SeqProbError
 
 __all__ = ["main", "build_parser"]
 

@@ -7,7 +7,7 @@ import io
 import math
 from pathlib import Path
 
-from .._io import atomic_write
+from ..._io import atomic_write
 
 __all__ = ["figure_bytes", "render_html", "write_files"]
 

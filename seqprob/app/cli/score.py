@@ -25,7 +25,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     """Score the texts and print the table; returns the exit status."""
-    from ..scoring import score, summarize
+    from ...scoring import score, summarize
 
     texts = read_texts(args.texts, args.file)
     model = load_model(args.model)

@@ -6,7 +6,7 @@ import math
 import sys
 from pathlib import Path
 
-from ..errors import InputError, SeqProbFileError
+from ...errors import InputError, SeqProbFileError
 
 FORMATS = ("table", "csv", "json")
 
@@ -30,23 +30,23 @@ def load_model(path: str | None):
     Without a path: the shipped default GPT (trained on the toy language).
     """
     if path is None:
-        from .. import default_model
+        from ... import default_model
 
         return default_model()
     p = Path(path)
     if not p.exists():
         raise SeqProbFileError(f"model {path!r} does not exist", path=path)
     if p.is_dir():
-        from ..gpt import GPT
+        from ...gpt import GPT
 
         return GPT.load(p)
     suffixes = "".join(p.suffixes[-2:])
     if suffixes.endswith((".arpa", ".arpa.gz")):
-        from ..arpa import read_arpa
+        from ...arpa import read_arpa
 
         return read_arpa(p)
     if p.suffix in (".json", ".toml"):
-        from ..truth import ProbabilisticGrammar
+        from ...truth import ProbabilisticGrammar
 
         return ProbabilisticGrammar.from_toml(p) if p.suffix == ".toml" else ProbabilisticGrammar.from_json(p)
     raise InputError(f"cannot tell what kind of model {path!r} is: expected a .arpa file, a GPT "
@@ -60,7 +60,7 @@ def load_tokenizer_arg(spec: str | None, model=None):
         if tok is None:
             raise InputError("this model has no tokenizer of its own: pass --tokenizer PATH")
         return tok
-    from ..tokenizers import load_tokenizer
+    from ...tokenizers import load_tokenizer
 
     return load_tokenizer(spec)
 
@@ -99,7 +99,7 @@ def _json_value(value):
 
 def read_texts(args_texts, file_arg: str | None) -> list:
     """Texts from the command line, or one per line from a file (``-`` = stdin)."""
-    from .._io import read_lines
+    from ..._io import read_lines
 
     texts = list(args_texts or [])
     if file_arg:

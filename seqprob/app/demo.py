@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._io import atomic_write, ensure_writable_dir
+from .._io import atomic_write, ensure_writable_dir
 
 __all__ = ["run_demo", "DemoResult", "EXAMPLES", "AGREEMENT_PAIR"]
 
@@ -40,8 +40,8 @@ class DemoResult:
 
 
 def _fit_ngrams(lines, tokenizer, orders) -> dict:
-    from . import ngram
-    from .ngram import expected_discount_fallback
+    from .. import ngram
+    from ..ngram import expected_discount_fallback
 
     models = {}
     with expected_discount_fallback():
@@ -65,7 +65,7 @@ def _gpt(retrain: bool, quick: bool, seed: int, progress: bool):
 
 def _sentence_table(df, names: list, texts: list):
     """log P of each text (columns) under each model (rows) from a ``score`` DataFrame."""
-    from .scoring import summarize
+    from ..scoring import summarize
 
     table = summarize(df).pivot(index="model", columns="text", values="logprob")
     return table.loc[names, texts]
@@ -88,7 +88,7 @@ def _surprisal_table(df, names: list):
 def _heldout_table(models: dict, heldout, tokenizer, true_entropy: float):
     import pandas as pd
 
-    from .scoring import evaluate
+    from ..scoring import evaluate
 
     rows = []
     for name, model in models.items():
@@ -107,7 +107,7 @@ def _heldout_table(models: dict, heldout, tokenizer, true_entropy: float):
 def _agreement_table(models: dict, names: list, n: int, seed: int):
     import pandas as pd
 
-    from .analysis import agreement_test
+    from ..analysis import agreement_test
 
     rows = []
     for name in names:
@@ -123,9 +123,9 @@ def _figures(out: Path, scored, truth, lines, heldout, history, baselines: dict)
     ``scored`` is the ``score`` DataFrame of every model; the sentence figures show the three
     examples under P*, the trigram and the GPT.
     """
-    from . import plots
-    from .analysis import sparsity_curve
-    from .ngram import expected_discount_fallback
+    from .. import plots
+    from ..analysis import sparsity_curve
+    from ..ngram import expected_discount_fallback
 
     df = scored[scored["model"].isin(["P*", "mkn-3", "gpt"]) & (scored["seq"] < len(EXAMPLES))]
     figures = {
@@ -202,8 +202,8 @@ def run_demo(out="seqprob-demo", seed: int = 0, quick: bool = False, retrain: bo
         Train the GPT from scratch instead of loading the shipped one (minutes; with
         ``quick``, a tiny model in seconds).
     """
-    from .scoring import score
-    from .truth import toy_english
+    from ..scoring import score
+    from ..truth import toy_english
 
     start = time.perf_counter()
     out = ensure_writable_dir(out)

@@ -6,8 +6,8 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from .. import plots
-from ..errors import SeqProbError
+from ... import plots
+from ...errors import SeqProbError
 from .context import ReportContext
 
 __all__ = ["Section", "SECTIONS", "run_sections"]
@@ -42,7 +42,7 @@ def _own_tokenizer(ctx: ReportContext, model):
 
 
 def sentences(ctx: ReportContext, s: Section) -> None:
-    from ..scoring import score, summarize
+    from ...scoring import score, summarize
 
     models = ctx.models()
     df = score(models, list(ctx.sentences), tokenizer=_score_tokenizer(ctx, models))
@@ -54,7 +54,7 @@ def sentences(ctx: ReportContext, s: Section) -> None:
 
 
 def sampling(ctx: ReportContext, s: Section) -> None:
-    from ..sampling import sample
+    from ...sampling import sample
 
     model, tok = ctx.model, _own_tokenizer(ctx, ctx.model)
     ids = [model.vocab.bos_id, *tok.encode(ctx.prompt)]
@@ -79,8 +79,8 @@ def lookup(ctx: ReportContext, s: Section) -> None:
 
 
 def sparsity(ctx: ReportContext, s: Section) -> None:
-    from ..analysis.sparsity import sparsity_curve
-    from ..ngram import expected_discount_fallback
+    from ...analysis.sparsity import sparsity_curve
+    from ...ngram import expected_discount_fallback
 
     with expected_discount_fallback():
         df = sparsity_curve(ctx.train_lines, ctx.test_lines, orders=ctx.sizes["orders"], tokenizer=ctx.tokenizer)
@@ -94,7 +94,7 @@ def _cross_entropies(ctx: ReportContext) -> tuple:
     """Held-out cross-entropy table, the truth's entropy (or None), and the raw estimates."""
     import pandas as pd
 
-    from ..analysis.truth import cross_entropy
+    from ...analysis.truth import cross_entropy
 
     h = ctx.truth.entropy() if ctx.truth is not None else None
     rows, raw = [], {}
@@ -139,7 +139,7 @@ def attention(ctx: ReportContext, s: Section) -> None:
 
 
 def lens(ctx: ReportContext, s: Section) -> None:
-    from ..analysis.lens import logit_lens
+    from ...analysis.lens import logit_lens
 
     df = logit_lens(ctx.model, ctx.probe_sentence, tokenizer=_own_tokenizer(ctx, ctx.model))
     s.figures.append(("logit_lens", plots.logit_lens(df),
@@ -155,7 +155,7 @@ def _present(vocab, words) -> list:
 
 
 def embeddings(ctx: ReportContext, s: Section) -> None:
-    from ..analysis.embeddings import default_pairs, embedding_pca, nearest_neighbors
+    from ...analysis.embeddings import default_pairs, embedding_pca, nearest_neighbors
 
     model = ctx.model
     pca = embedding_pca(model)
@@ -177,7 +177,7 @@ def embeddings(ctx: ReportContext, s: Section) -> None:
 
 
 def arithmetic(ctx: ReportContext, s: Section) -> None:
-    from ..analysis.embeddings import analogy, embedding_directions
+    from ...analysis.embeddings import analogy, embedding_directions
 
     model = ctx.model
     if all(w in model.vocab for w in ("king", "man", "woman")):
@@ -202,8 +202,8 @@ def arithmetic(ctx: ReportContext, s: Section) -> None:
 def calibration(ctx: ReportContext, s: Section) -> None:
     import pandas as pd
 
-    from ..analysis.calibration import calibration as calib
-    from ..plots._style import new_figure
+    from ...analysis.calibration import calibration as calib
+    from ...plots._style import new_figure
 
     lines = ctx.test_lines[: ctx.sizes["n_calibration"]]
     models = {ctx.model_name: ctx.model}

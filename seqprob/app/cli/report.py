@@ -26,7 +26,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from .._io import ensure_writable_dir
+    from ..._io import ensure_writable_dir
     from ..report import build_report
 
     ensure_writable_dir(args.out)  # fail before loading anything

@@ -5,7 +5,7 @@ import logging
 import sys
 import time
 
-from ..errors import InputError
+from ...errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def register(sub) -> None:
 
 def build_model(args):
     """The estimator the arguments ask for (refusing the ones with no ARPA form)."""
-    from .. import ngram
+    from ... import ngram
 
     if args.smoothing == "stupid":
         raise InputError("stupid back-off scores are not a probability distribution, so they have no "
@@ -68,8 +68,8 @@ def build_model(args):
 
 def run_fit(args) -> int:
     """Fit, then write the ARPA file atomically; warnings (discount fallback) go to stderr."""
-    from .._io import read_lines
-    from ..arpa import write_arpa
+    from ..._io import read_lines
+    from ...arpa import write_arpa
 
     model = build_model(args)
     start = time.perf_counter()
