@@ -4,13 +4,13 @@ P(x_1 .. x_T) = prod_t P(x_t | x_0 .. x_{t-1}), x_0 = <s>. Every model (numpy GP
 tables, ARPA files, the exact toy language) plugs into one contract and one set of scoring,
 sampling and plotting tools.
 """
-from . import analysis, errors, functional, ngram
+from . import analysis, errors, functional, ngram, registry
 from .arpa import ArpaModel, read_arpa, write_arpa
-from .app.defaults import default_model
 from .errors import SeqProbError
 from .gpt import GPT, GPTConfig
 from .optim import AdamW
 from .protocols import LanguageModel
+from .registry import default_model, load_model
 from .sampling import generate, sample
 from .scoring import evaluate, joint_logprob, perplexity, score, summarize
 from .table import JointTable, UniformModel, lookup_table_size
@@ -33,10 +33,11 @@ __all__ = [
     # models
     "UniformModel", "JointTable", "lookup_table_size", "ngram", "ArpaModel", "read_arpa", "write_arpa",
     "GPT", "GPTConfig", "AdamW", "train", "default_model", "ProbabilisticGrammar", "toy_english",
+    "load_model",
     # using any model
     "score", "summarize", "joint_logprob", "perplexity", "evaluate", "sample", "generate",
     # submodules (sp.plots too, left out here so that `import *` does not load matplotlib)
-    "functional", "errors", "analysis",
+    "functional", "errors", "analysis", "registry",
 ]
 
 

@@ -404,3 +404,14 @@ def _section_text(tables: BackoffTables, m: int, texts: list, vocab: Vocab) -> s
         return "".join(f"{p}\t{t}\n" for p, t in zip(probs, texts))
     bows = _fmt(tables.logbow[m - 1])
     return "".join(f"{p}\t{t}\t{b}\n" for p, t, b in zip(probs, texts, bows))
+
+
+# ------------------------------------------------ this family joins the model registry
+from .registry import register_model_format  # noqa: E402  (a leaf module: no cycle)
+
+
+def _is_arpa_file(path) -> bool:
+    return path.is_file() and path.name.endswith((".arpa", ".arpa.gz"))
+
+
+register_model_format("arpa", _is_arpa_file, read_arpa, "ARPA back-off n-gram file (.arpa, .arpa.gz)")

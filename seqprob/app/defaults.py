@@ -1,6 +1,7 @@
 """The embedded default: a small GPT trained by seqprob on samples of ``toy_english()``.
 
-Its weights and tokenizer ship as package data (``seqprob/data/default_gpt/``);
+Its weights and tokenizer ship as package data (``seqprob/data/default_gpt/``), loaded by the
+library's :func:`seqprob.default_model` (re-exported here);
 :func:`train_default_model` is the recipe that made them (run
 ``python analysis/train_default_model.py`` to rebuild, or ``seqprob demo --retrain``).
 """
@@ -9,12 +10,11 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass, replace
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import SeqProbFileError
+from ..registry import default_model  # noqa: F401  (the loader lives in the library)
 
 __all__ = ["default_model", "train_default_model", "DefaultRecipe", "DEFAULT_RECIPE",
            "QUICK_RECIPE", "sentence_stream"]
@@ -45,32 +45,6 @@ DEFAULT_RECIPE = DefaultRecipe()
 #: A few-second version for ``seqprob demo --retrain --quick`` and the tests.
 QUICK_RECIPE = replace(DEFAULT_RECIPE, n_train_sentences=5_000, n_val_sentences=200, steps=150,
                        warmup=20, n_embd=32)
-
-
-def _model_dir():
-    return resources.files("seqprob") / "data" / "default_gpt"
-
-
-def default_model():
-    """The shipped GPT trained on ``toy_english()``; ``model.tokenizer`` is the grammar's word
-    tokenizer, so the true language, n-grams and the GPT score the same tokens.
-
-    Examples
-    --------
-    >>> import seqprob as sp
-    >>> model = sp.default_model()
-    >>> model.tokenizer.vocab == sp.toy_english().vocab
-    True
-    """
-    from ..gpt import GPT
-
-    folder = _model_dir()
-    if not folder.is_dir() or not (folder / "config.json").is_file():
-        raise SeqProbFileError(
-            f"the default model is missing from the installation ({folder}); rebuild it with "
-            "'python analysis/train_default_model.py' or run 'seqprob demo --retrain'", path=str(folder))
-    with resources.as_file(folder) as path:
-        return GPT.load(path)
 
 
 def sentence_stream(lines, tokenizer) -> np.ndarray:

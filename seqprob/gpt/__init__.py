@@ -5,5 +5,8 @@
 """
 from .config import GPTConfig
 from .model import GPT, ActivationCache, GPTState
+from ..registry import register_model_class
+
+register_model_class(GPT)  # checkpoint readers build the class named in the file
 
 __all__ = ["GPT", "GPTConfig", "GPTState", "ActivationCache"]

@@ -172,7 +172,8 @@ def _check_finite_params(model) -> None:
 
 def _write_files(folder: Path, model, optimizer, extra) -> None:
     ext, write, _ = _tensor_backend()
-    header = {"format": FORMAT, "format_version": FORMAT_VERSION, "config": model.config.to_dict()}
+    header = {"format": FORMAT, "format_version": FORMAT_VERSION, "class": _class_name(model),
+              "config": model.config.to_dict()}
     tokenizer = getattr(model, "tokenizer", None)
     if tokenizer is None:
         header["vocab"] = model.vocab.to_dict()
@@ -270,7 +271,6 @@ def load_checkpoint(path, model=None, dtype: str | None = None) -> Checkpoint:
     """
     from ..tokenizers import load_tokenizer
     from .config import GPTConfig
-    from .model import GPT
 
     path = _check_folder(Path(path))
     manifest = _read_manifest(path)
@@ -283,7 +283,7 @@ def load_checkpoint(path, model=None, dtype: str | None = None) -> Checkpoint:
         raise CheckpointError(f"{str(path / 'config.json')!r}: invalid config ({exc})",
                               path=str(path)) from exc
     if model is None:
-        model = GPT(config, seed=0, **_vocab_kwargs(header))
+        model = _model_class(header, path)(config, seed=0, **_vocab_kwargs(header))
     else:
         _check_same_config(model.config, config, path)
     if "tokenizer.json" in manifest:
@@ -298,6 +298,22 @@ def load_checkpoint(path, model=None, dtype: str | None = None) -> Checkpoint:
             opt_state[key] = {n[len(key) + 1:]: a for n, a in moments.items() if n.startswith(key + ".")}
     extra = _read_json(path, "training.json", manifest) if "training.json" in manifest else None
     return Checkpoint(model=model, optimizer_state=opt_state, extra=extra, path=path)
+
+
+def _class_name(model) -> str:
+    from ..registry import class_name
+
+    return class_name(type(model))
+
+
+def _model_class(header: dict, path: Path) -> type:
+    """The class named in ``config.json`` (``"GPT"`` for files written before it was recorded)."""
+    from ..registry import model_class
+
+    try:
+        return model_class(header.get("class", "GPT"))
+    except InputError as exc:
+        raise CheckpointError(f"{str(path)!r}: {exc}", path=str(path)) from None
 
 
 def _check_folder(path: Path) -> Path:
@@ -394,3 +410,15 @@ def _load_weights(model, weights: dict, path: Path) -> None:
             raise CheckpointError(f"parameter {name!r} in the checkpoint is not finite floats "
                                   f"(dtype {value.dtype})", name=name)
         params[name][...] = value
+
+
+# ------------------------------------------------ this family joins the model registry
+from ..registry import register_model_format  # noqa: E402  (a leaf module: no cycle)
+
+
+def _is_checkpoint(path: Path) -> bool:
+    return path.is_dir() and (path / _MANIFEST).is_file() and (path / "config.json").is_file()
+
+
+register_model_format("seqprob-checkpoint", _is_checkpoint, lambda path: load_checkpoint(path).model,
+                      "seqprob GPT checkpoint folder (manifest.json + config.json + weights)")

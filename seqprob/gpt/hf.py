@@ -115,8 +115,9 @@ def from_hf(path, dtype: str = "float32", tokenizer=None, cls=None):
         Without a tokenizer the vocabulary is synthetic (``"<i>"``), with BOS/EOS set from
         ``bos_token_id`` / ``eos_token_id`` of the config (GPT-2: 50256, ``<|endoftext|>``).
     """
-    from .model import GPT
-    cls = cls or GPT
+    from ..registry import model_class
+
+    cls = cls or model_class("GPT")
     path = Path(os.fspath(path))
     folder = path.parent if path.is_file() else path
     if not folder.is_dir():
@@ -149,3 +150,18 @@ def _check_finite(tensors: dict) -> None:
             raise CheckpointError(f"tensor {name!r} has dtype {value.dtype}, expected floats", name=name)
         if not np.isfinite(value).all():
             raise CheckpointError(f"tensor {name!r} holds NaN or inf values", name=name)
+
+
+# ------------------------------------------------ this family joins the model registry
+from ..registry import register_model_format  # noqa: E402  (a leaf module: no cycle)
+
+
+def _is_hf_folder(path: Path) -> bool:
+    folder = path.parent if path.is_file() and path.suffix == ".safetensors" else path
+    if not (folder / "config.json").is_file() or (folder / "manifest.json").exists():
+        return False
+    return any(folder.glob("*.safetensors"))
+
+
+register_model_format("hf-gpt2", _is_hf_folder, from_hf,
+                      "Hugging Face GPT-2 folder (config.json + model.safetensors)")

@@ -454,3 +454,15 @@ def _check_count(n, name: str) -> int:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise InputError(f"{name} must be a positive integer, got {n!r}", value=n, limit=1)
     return int(n)
+
+
+# ------------------------------------------------ this family joins the model registry
+from ..registry import register_model_format  # noqa: E402  (a leaf module: no cycle)
+
+
+def _load_grammar(path):
+    return ProbabilisticGrammar.from_toml(path) if path.suffix == ".toml" else ProbabilisticGrammar.from_json(path)
+
+
+register_model_format("grammar", lambda path: path.is_file() and path.suffix in (".json", ".toml"),
+                      _load_grammar, "probabilistic grammar spec (.json, .toml)")

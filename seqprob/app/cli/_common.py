@@ -4,9 +4,8 @@ from __future__ import annotations
 import json
 import math
 import sys
-from pathlib import Path
 
-from ...errors import InputError, SeqProbFileError
+from ...errors import InputError
 
 FORMATS = ("table", "csv", "json")
 
@@ -25,32 +24,11 @@ def add_model_options(parser) -> None:
 
 
 def load_model(path: str | None):
-    """A model from ``path``: an ARPA file, a GPT checkpoint folder, a grammar spec (.json/.toml).
+    """``--model``: whatever ``path`` is (see :func:`seqprob.load_model`); the default model
+    without a path."""
+    from ...registry import load_model as load
 
-    Without a path: the shipped default GPT (trained on the toy language).
-    """
-    if path is None:
-        from ... import default_model
-
-        return default_model()
-    p = Path(path)
-    if not p.exists():
-        raise SeqProbFileError(f"model {path!r} does not exist", path=path)
-    if p.is_dir():
-        from ...gpt import GPT
-
-        return GPT.load(p)
-    suffixes = "".join(p.suffixes[-2:])
-    if suffixes.endswith((".arpa", ".arpa.gz")):
-        from ...arpa import read_arpa
-
-        return read_arpa(p)
-    if p.suffix in (".json", ".toml"):
-        from ...truth import ProbabilisticGrammar
-
-        return ProbabilisticGrammar.from_toml(p) if p.suffix == ".toml" else ProbabilisticGrammar.from_json(p)
-    raise InputError(f"cannot tell what kind of model {path!r} is: expected a .arpa file, a GPT "
-                     "checkpoint folder, or a grammar .json/.toml", path=path)
+    return load(path)
 
 
 def load_tokenizer_arg(spec: str | None, model=None):

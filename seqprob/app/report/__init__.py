@@ -98,7 +98,7 @@ def script_main(sections, html_name: str, description: str, argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, seconds")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    from ..cli._common import load_model
+    from ...registry import load_model
 
     model = load_model(args.model) if args.model else None
     path = build_report(args.out, model=model, corpus=args.corpus, quick=args.quick, seed=args.seed,

@@ -90,10 +90,8 @@ def _one_blas_thread():
 def _default_model():
     """The shipped GPT and its training history (``history.csv`` beside the weights), or
     (None, None) when this installation has no default model."""
-    try:
-        from ..defaults import _model_dir, default_model
-    except ImportError:
-        return None, None
+    from ...registry import default_model, default_model_dir
+
     try:
         model = default_model()
     except (OSError, ValueError) as exc:  # shipped weights missing or unreadable
@@ -104,7 +102,7 @@ def _default_model():
         import pandas as pd
 
         try:
-            with (_model_dir() / "history.csv").open("r", encoding="utf-8") as fh:
+            with (default_model_dir() / "history.csv").open("r", encoding="utf-8") as fh:
                 history = pd.read_csv(fh)
         except (OSError, ValueError):
             history = None

@@ -1,0 +1,230 @@
+"""Load "whatever this path is": a registry of model file formats and model classes.
+
+Each model family joins the registry where its loader lives (``seqprob.arpa``,
+``seqprob.gpt.checkpoint``, ``seqprob.gpt.hf``, ``seqprob.truth.grammar``), the way each
+tokenizer joins :func:`seqprob.tokenizers.register_tokenizer`:
+
+* :func:`register_model_format` adds a *format*: a name, a ``recognise(path) -> bool`` test
+  and a ``load(path) -> LanguageModel`` function. :func:`load_model` asks the formats in
+  registration order and loads with the first that recognises the path.
+* :func:`register_model_class` adds a model *class* by name, so that a checkpoint reader
+  builds the class named in the file without importing the module that defines it.
+
+This module imports nothing of seqprob but :mod:`seqprob.errors`, so any family module can
+register itself with it; :func:`load_model` imports the built-in families lazily.
+
+Examples
+--------
+>>> import seqprob as sp
+>>> sorted(f.name for f in sp.registry.model_formats())
+['arpa', 'grammar', 'hf-gpt2', 'seqprob-checkpoint', 'sqlm']
+>>> sp.load_model().vocab == sp.toy_english().vocab     # no path: the shipped default model
+True
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .errors import InputError, SeqProbFileError
+
+__all__ = ["ModelFormat", "register_model_format", "model_formats", "load_model",
+           "register_model_class", "model_class", "class_name", "default_model", "default_model_dir"]
+
+#: Modules whose import registers a format or class (imported before any lookup).
+_BUILTIN_FAMILIES = ("seqprob.gpt", "seqprob.gpt.checkpoint", "seqprob.gpt.hf", "seqprob.arpa",
+                     "seqprob.truth.grammar")
+
+
+@dataclass(frozen=True)
+class ModelFormat:
+    """One way of storing a model: how to recognise its files and how to load them."""
+
+    name: str
+    recognise: Callable[[Path], bool]
+    load: Callable[[Path], object]
+    description: str = ""
+
+
+_FORMATS: dict[str, ModelFormat] = {}
+_CLASSES: dict[str, type] = {}
+
+
+def register_model_format(name: str, recognise, load, description: str = "") -> ModelFormat:
+    """Add (or replace, by ``name``) a model format that :func:`load_model` can load.
+
+    Parameters
+    ----------
+    name : str
+        Short name, e.g. ``"arpa"``.
+    recognise : callable
+        ``recognise(path: Path) -> bool``: cheap (suffix, a marker file); must not raise.
+    load : callable
+        ``load(path: Path) -> LanguageModel``; raises a ``SeqProbError`` on a bad file.
+    description : str
+        One line for error messages and the docs.
+
+    Returns
+    -------
+    ModelFormat
+
+    Examples
+    --------
+    >>> import seqprob as sp
+    >>> fmt = sp.registry.register_model_format(
+    ...     "uniform-txt", lambda p: p.name.endswith(".uniform"),
+    ...     lambda p: sp.UniformModel(sp.WhitespaceTokenizer.fit([p.read_text()]).vocab), "a word list")
+    >>> fmt.name in [f.name for f in sp.registry.model_formats()]
+    True
+    >>> _ = sp.registry._FORMATS.pop("uniform-txt")
+    """
+    if not name or not isinstance(name, str):
+        raise InputError(f"a model format needs a non-empty name, got {name!r}", value=name)
+    if not callable(recognise) or not callable(load):
+        raise InputError(f"model format {name!r}: recognise and load must be callables", value=name)
+    fmt = ModelFormat(name, recognise, load, description)
+    _FORMATS[name] = fmt
+    return fmt
+
+
+def register_model_class(cls: type, name: str | None = None) -> type:
+    """Add a model class under ``name`` (default ``cls.__name__``); usable as a decorator."""
+    _CLASSES[name or cls.__name__] = cls
+    return cls
+
+
+def class_name(cls: type) -> str:
+    """The registered name of ``cls`` or of its nearest registered base class (for writing
+    files that :func:`model_class` reads back)."""
+    _import_builtins()
+    by_class = {c: n for n, c in _CLASSES.items()}
+    for base in cls.__mro__:
+        if base in by_class:
+            return by_class[base]
+    raise InputError(f"{cls.__name__} is not a registered model class nor derived from one "
+                     f"(known: {sorted(_CLASSES)})", value=cls.__name__)
+
+
+def _import_builtins() -> None:
+    for module in _BUILTIN_FAMILIES:
+        importlib.import_module(module)
+
+
+def model_formats() -> list:
+    """The registered :class:`ModelFormat` objects, in the order :func:`load_model` tries them."""
+    _import_builtins()
+    return list(_FORMATS.values())
+
+
+def model_class(name: str) -> type:
+    """The model class registered as ``name`` (e.g. ``"GPT"``)."""
+    _import_builtins()
+    try:
+        return _CLASSES[name]
+    except KeyError:
+        raise InputError(f"no model class {name!r} is registered (known: {sorted(_CLASSES)}); "
+                         "add it with seqprob.registry.register_model_class", value=name) from None
+
+
+def load_model(path=None):
+    """Load the model stored at ``path``, whatever its format (see :func:`model_formats`).
+
+    Parameters
+    ----------
+    path : str or PathLike, optional
+        An ARPA file (``.arpa``, ``.arpa.gz``), a seqprob GPT checkpoint folder, a Hugging Face
+        GPT-2 folder, a grammar spec (``.json``/``.toml``), a binary n-gram file (``.sqlm``)
+        when that family is installed, or any format a user registered. ``None`` or
+        ``"default"`` (when no such file exists): :func:`default_model`.
+
+    Returns
+    -------
+    LanguageModel
+
+    Raises
+    ------
+    SeqProbFileError
+        ``path`` does not exist.
+    InputError
+        No registered format recognises ``path``; the message lists the formats.
+
+    Examples
+    --------
+    >>> import seqprob as sp, tempfile, os
+    >>> tok = sp.WhitespaceTokenizer.fit(["a b"])
+    >>> with sp.ngram.expected_discount_fallback():
+    ...     kn = sp.ngram.KneserNey(order=2).fit(["a b", "b a", "a a b"], tokenizer=tok)
+    >>> path = os.path.join(tempfile.mkdtemp(), "kn2.arpa")
+    >>> _ = sp.write_arpa(kn, path)
+    >>> type(sp.load_model(path)).__name__
+    'ArpaModel'
+    """
+    if path is None or (str(path) == "default" and not os.path.exists("default")):
+        return default_model()
+    p = Path(os.fspath(path))
+    if not p.exists():
+        raise SeqProbFileError(f"model {str(path)!r} does not exist", path=str(path))
+    for fmt in model_formats():
+        if fmt.recognise(p):
+            return fmt.load(p)
+    known = "; ".join(f"{f.name}: {f.description}" for f in _FORMATS.values())
+    raise InputError(f"cannot tell what kind of model {str(path)!r} is; known formats: {known}",
+                     path=str(path))
+
+
+def default_model_dir():
+    """The folder of the shipped default model (package data; an importlib ``Traversable``)."""
+    from importlib import resources
+
+    return resources.files("seqprob") / "data" / "default_gpt"
+
+
+def default_model():
+    """The shipped GPT trained on ``toy_english()``; ``model.tokenizer`` is the grammar's word
+    tokenizer, so the true language, n-grams and the GPT score the same tokens.
+
+    Its training recipe is :data:`seqprob.app.defaults.DEFAULT_RECIPE`.
+
+    Raises
+    ------
+    SeqProbFileError
+        The installation lacks the model's files.
+
+    Examples
+    --------
+    >>> import seqprob as sp
+    >>> model = sp.default_model()
+    >>> model.tokenizer.vocab == sp.toy_english().vocab
+    True
+    """
+    from importlib import resources
+
+    folder = default_model_dir()
+    if not folder.is_dir() or not (folder / "config.json").is_file():
+        raise SeqProbFileError(
+            f"the default model is missing from the installation ({folder}); rebuild it with "
+            "'python analysis/train_default_model.py' or run 'seqprob demo --retrain'", path=str(folder))
+    with resources.as_file(folder) as path:
+        return load_model(path)
+
+
+def _is_sqlm(path: Path) -> bool:
+    return path.is_file() and path.suffix == ".sqlm"
+
+
+def _load_sqlm(path: Path):
+    import seqprob
+
+    loader = getattr(seqprob, "load_ngram", None)
+    if loader is None:
+        raise InputError(f"{str(path)!r} is a binary n-gram file, but this seqprob has no "
+                         "load_ngram to read it", path=str(path))
+    return loader(path)
+
+
+# The binary n-gram format (seqprob.load_ngram) joins lazily: its module may register itself
+# with register_model_format("sqlm", ...) instead, which replaces this entry.
+register_model_format("sqlm", _is_sqlm, _load_sqlm, "binary n-gram file (.sqlm)")

@@ -1,0 +1,132 @@
+"""sp.load_model(path): the registry of model formats and classes (issue 13, point 1)."""
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import seqprob as sp
+from seqprob import registry
+from seqprob.errors import CheckpointError, InputError, SeqProbFileError
+
+HF_TINY = Path(__file__).parent / "fixtures" / "hf_gpt2" / "tiny"
+KENLM = Path(__file__).parent / "fixtures" / "kenlm" / "genesis.o2.arpa.gz"
+LINES = ["a b a", "b a b b", "a a b"]
+
+
+def _tiny_gpt(tok):
+    config = sp.GPTConfig(vocab_size=len(tok.vocab), block_size=8, n_layer=1, n_head=1, n_embd=4)
+    return sp.GPT(config, seed=3, tokenizer=tok)
+
+
+def test_each_builtin_format_is_recognised_and_loads_the_same_model(tmp_path):
+    tok = sp.WhitespaceTokenizer.fit(LINES)
+    with sp.ngram.expected_discount_fallback():
+        kn = sp.ngram.KneserNey(order=2).fit(LINES, tokenizer=tok)
+    sp.write_arpa(kn, tmp_path / "kn.arpa")
+    gpt = _tiny_gpt(tok)
+    gpt.save(tmp_path / "ckpt")
+    ids = [tok.vocab.bos_id, *tok.encode("a b a")]
+    arpa = sp.load_model(tmp_path / "kn.arpa")
+    assert isinstance(arpa, sp.ArpaModel)
+    np.testing.assert_allclose(arpa.logprobs(ids), kn.logprobs(ids), atol=1e-5)
+    loaded = sp.load_model(str(tmp_path / "ckpt"))
+    assert type(loaded) is sp.GPT
+    np.testing.assert_array_equal(loaded.logprobs(ids), gpt.logprobs(ids))
+    assert isinstance(sp.load_model(KENLM), sp.ArpaModel)
+
+
+def test_hf_folder_and_grammar_and_default(tmp_path):
+    assert isinstance(sp.load_model(HF_TINY), sp.GPT)
+    spec = tmp_path / "g.json"
+    sp.toy_english().to_json(spec)
+    assert sp.load_model(spec).vocab == sp.toy_english().vocab
+    assert sp.load_model().vocab == sp.default_model().vocab == sp.toy_english().vocab
+
+
+def test_missing_and_unknown_paths_raise_named_errors(tmp_path):
+    with pytest.raises(SeqProbFileError, match="nope.arpa"):
+        sp.load_model(tmp_path / "nope.arpa")
+    odd = tmp_path / "model.xyz"
+    odd.write_text("?")
+    with pytest.raises(InputError, match=r"model\.xyz.*arpa.*seqprob-checkpoint"):
+        sp.load_model(odd)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="cannot tell"):
+        sp.load_model(tmp_path / "empty")
+
+
+def test_a_user_format_joins_the_registry(tmp_path):
+    path = tmp_path / "words.uniform"
+    path.write_text("x y z")
+    registry.register_model_format("uniform-test", lambda p: p.suffix == ".uniform",
+                                   lambda p: sp.UniformModel(sp.WhitespaceTokenizer.fit([p.read_text()]).vocab))
+    try:
+        model = sp.load_model(path)
+        assert isinstance(model, sp.UniformModel) and "y" in model.vocab
+    finally:
+        registry._FORMATS.pop("uniform-test")
+    with pytest.raises(InputError, match="callables"):
+        registry.register_model_format("bad", None, print)
+
+
+def test_binary_ngram_files_go_to_load_ngram_when_present(tmp_path, monkeypatch):
+    path = tmp_path / "m.sqlm"
+    path.write_bytes(b"\0")
+    if not hasattr(sp, "load_ngram"):
+        with pytest.raises(InputError, match="load_ngram"):
+            sp.load_model(path)
+    sentinel = object()
+    monkeypatch.setattr(sp, "load_ngram", lambda p: sentinel, raising=False)
+    if registry._FORMATS["sqlm"].load is registry._load_sqlm:
+        assert sp.load_model(path) is sentinel
+
+
+def test_checkpoints_name_their_class_and_subclasses_load_as_the_registered_base(tmp_path):
+    tok = sp.WhitespaceTokenizer.fit(LINES)
+
+    class MyGPT(sp.GPT):
+        pass
+
+    folder = MyGPT(_tiny_gpt(tok).config, seed=0, tokenizer=tok).save(tmp_path / "m")
+    assert '"class": "GPT"' in (Path(folder) / "config.json").read_text()
+    assert type(sp.load_model(folder)) is sp.GPT
+    with pytest.raises(InputError, match="NoSuchModel"):
+        registry.model_class("NoSuchModel")
+    with pytest.raises(InputError, match="not a registered model class"):
+        registry.class_name(dict)
+
+
+def test_unknown_class_in_a_checkpoint_is_a_checkpoint_error(tmp_path):
+    import json
+
+    tok = sp.WhitespaceTokenizer.fit(LINES)
+    folder = Path(_tiny_gpt(tok).save(tmp_path / "m"))
+    header = json.loads((folder / "config.json").read_text())
+    header["class"] = "Martian"
+    (folder / "config.json").write_text(json.dumps(header))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    from seqprob.gpt.checkpoint import _file_facts
+
+    manifest["files"]["config.json"] = _file_facts(folder / "config.json")  # a consistent file
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CheckpointError, match="Martian"):
+        sp.load_model(folder)
+
+
+def test_the_report_imports_nothing_from_the_cli():
+    code = ("import sys, seqprob.app.report; "
+            "print(sorted(m for m in sys.modules if m.startswith('seqprob.app.cli')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_no_library_module_imports_the_application():
+    import re
+
+    root = Path(sp.__file__).parent
+    imports_app = re.compile(r"^\s*(from\s+(\.+|seqprob\.)app\b|import\s+seqprob\.app\b)", re.M)
+    library = [p for p in root.rglob("*.py") if p.parts[len(root.parts)] not in ("app", "__main__.py")]
+    assert len(library) > 40
+    assert [str(p) for p in library if imports_app.search(p.read_text(encoding="utf-8"))] == []
