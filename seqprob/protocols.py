@@ -2,12 +2,22 @@
 
 A language model assigns P(x_t | x_0 .. x_{t-1}) to every token of its vocabulary; by the
 chain rule this defines P(x_1 .. x_T | x_0). x_0 is the start token ``<s>`` (BOS).
+
+Second-tier contracts name the optional capabilities, each checked with ``isinstance`` against
+the protocol (never by reading private attributes):
+
+* :class:`Trainable` (``params``, ``loss_and_grads``): what :func:`seqprob.train` needs;
+* :class:`Inspectable` (``run_with_cache``, ``unembed``): what the logit lens and the
+  attention maps need;
+* two optional attributes, read through :func:`model_tokenizer` and :func:`is_normalized`:
+  ``tokenizer`` (the model's own tokenizer, used when none is passed) and ``normalized``
+  (``False`` for a model whose rows need not sum to one, e.g. stupid back-off).
 """
 from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["LanguageModel", "State"]
+__all__ = ["LanguageModel", "State", "Trainable", "Inspectable", "model_tokenizer", "is_normalized"]
 
 
 @runtime_checkable
@@ -52,3 +62,77 @@ class LanguageModel(Protocol):
 
     def step(self, state: State, token_id: int) -> State:
         """A new state with ``token_id`` appended (``state`` itself is unchanged)."""
+
+
+@runtime_checkable
+class Trainable(Protocol):
+    """A model that gradient descent can train (:func:`seqprob.train`).
+
+    Attributes
+    ----------
+    params : dict of str -> ndarray
+        The parameters, updated in place by the optimizer.
+
+    Methods
+    -------
+    loss_and_grads(batch) -> (float, dict)
+        ``batch`` (B, T+1) ids: inputs ``batch[:, :-1]``, targets ``batch[:, 1:]``; the loss
+        is the mean next-token NLL in nats, ``grads`` has the keys and shapes of ``params``.
+
+    Notes
+    -----
+    :func:`seqprob.train` also reads ``config.block_size`` (the window length) unless
+    ``block_size`` is passed, and uses ``flat_params_`` (one buffer) when the model has it.
+    """
+
+    params: Any
+
+    def loss_and_grads(self, batch):
+        """(loss, grads): mean next-token NLL (nats) of ``batch`` and d loss / d params."""
+
+
+@runtime_checkable
+class Inspectable(Protocol):
+    """A transformer whose internals can be read (logit lens, attention maps).
+
+    Methods
+    -------
+    run_with_cache(ids) -> cache
+        ``cache.logits`` (T, V), ``cache.attn`` (n_layer, n_head, T, T), ``cache.resid``
+        (n_layer + 1, T, C): the residual stream before the first and after every block.
+    unembed(resid) -> (..., V)
+        Logits of residual-stream vectors through the final norm and the unembedding.
+    """
+
+    def run_with_cache(self, ids):
+        """Logits, attention patterns and the residual stream of one forward pass."""
+
+    def unembed(self, resid):
+        """Logits ln_f(resid) W_U^T of residual-stream vectors (..., C)."""
+
+
+def model_tokenizer(model, tokenizer=None):
+    """``tokenizer`` if given, else the model's own optional ``tokenizer`` attribute (or None).
+
+    Examples
+    --------
+    >>> class Bare: pass
+    >>> model_tokenizer(Bare()) is None, model_tokenizer(Bare(), "tok")
+    (True, 'tok')
+    """
+    if tokenizer is not None:
+        return tokenizer
+    return getattr(model, "tokenizer", None)
+
+
+def is_normalized(model) -> bool:
+    """Whether every row of ``model`` is a distribution (the optional ``normalized``
+    attribute; absent means True).
+
+    Examples
+    --------
+    >>> class Scores: normalized = False
+    >>> is_normalized(Scores()), is_normalized(object())
+    (False, True)
+    """
+    return bool(getattr(model, "normalized", True))

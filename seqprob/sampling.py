@@ -7,6 +7,7 @@ import numpy as np
 
 from .errors import InputError
 from .functional import softmax
+from .protocols import model_tokenizer
 from .vocab import check_ids
 
 __all__ = ["next_token_probs", "generate", "sample"]
@@ -127,7 +128,7 @@ def sample(model, prompt: str = "", tokenizer=None, max_new_tokens: int = 50,
     >>> s == sample(sp.UniformModel(tok.vocab), "a", tokenizer=tok, seed=0, max_new_tokens=3)
     True
     """
-    tok = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
+    tok = model_tokenizer(model, tokenizer)
     if tok is None:
         raise InputError("sample() needs a tokenizer: pass tokenizer=... (or use generate() with ids)")
     if model.vocab.bos_id is None:

@@ -18,6 +18,7 @@ import numpy as np
 from ._io import read_lines
 from .errors import InputError, SeqProbFileError
 from .functional import LN2, LN10, entropy as _entropy
+from .protocols import is_normalized, model_tokenizer
 from .tokenizers.base import iter_texts
 from .vocab import Vocab, check_ids
 
@@ -48,9 +49,7 @@ class _Encoded:
 
 
 def _model_tokenizer(model, tokenizer):
-    if tokenizer is not None:
-        return tokenizer
-    return getattr(model, "tokenizer", None)
+    return model_tokenizer(model, tokenizer)
 
 
 def _as_models(models) -> dict:
@@ -86,7 +85,7 @@ def _remap(tok_ids: list, tok_vocab: Vocab, model_vocab: Vocab):
         oov = ids == (-1 if tok_vocab.unk_id is None else tok_vocab.unk_id)
         return ids, oov, np.zeros(len(ids), dtype=bool)
     strings = [tok_vocab.tokens[i] for i in tok_ids]
-    ids = np.array([model_vocab._index.get(s, -1) for s in strings], dtype=np.int64)
+    ids = np.array([model_vocab.get(s, -1) for s in strings], dtype=np.int64)
     oov = (ids < 0) | np.array([i == tok_vocab.unk_id for i in tok_ids], dtype=bool)
     if model_vocab.unk_id is not None:
         ids[ids < 0] = model_vocab.unk_id
@@ -458,7 +457,7 @@ def evaluate(model, lines, tokenizer=None, bos: bool = True, eos: bool = True) -
     kept = [t for t in texts if t]
     if not kept:
         raise InputError("nothing to evaluate: the corpus has no non-empty lines")
-    if not getattr(model, "normalized", True):
+    if not is_normalized(model):
         warnings.warn(f"{type(model).__name__} scores are not a normalized distribution: its "
                       "perplexity is not comparable with a real model's", UserWarning, stacklevel=2)
     encoded = [encode_for_model(model, t, tokenizer, bos, eos) for t in kept]

@@ -16,6 +16,7 @@ import numpy as np
 
 from .errors import InputError, TrainingDivergedError
 from .optim import AdamW, clip_grad_norm, cosine_schedule
+from .protocols import Trainable
 from .vocab import check_ids
 
 __all__ = ["train", "sample_windows", "evaluate_loss", "HISTORY_COLUMNS"]
@@ -84,9 +85,9 @@ def train(model, ids, steps: int, batch_size: int = 16, lr: float = 1e-3, seed: 
 
     Parameters
     ----------
-    model : GPT
-        Anything with ``params``, ``loss_and_grads(batch)``, ``token_logprobs`` and a
-        ``config.block_size``; updated in place.
+    model : Trainable
+        Any :class:`~seqprob.protocols.Trainable` model (``params``, ``loss_and_grads(batch)``)
+        with a ``config.block_size``; updated in place.
     ids : array_like of int, shape (N,)
         The training token stream (e.g. sentences joined with the EOS id between them).
     steps : int
@@ -175,6 +176,9 @@ class _Run:
 
     def __init__(self, model, ids, steps, batch_size, lr, seed, val_ids, eval_every, checkpoint,
                  checkpoint_every, warmup, min_lr, grad_clip, block_size, eval_windows, stop_at):
+        if not isinstance(model, Trainable):
+            raise InputError(f"{type(model).__name__} cannot be trained: train() needs a Trainable "
+                             "model (params and loss_and_grads(batch))", model=type(model).__name__)
         self.model, self.config = model, model.config
         self.steps = _positive_int("steps", steps)
         self.batch_size = _positive_int("batch_size", batch_size)

@@ -89,6 +89,17 @@ class Vocab:
         except KeyError:
             raise UnknownTokenError(f"token {token!r} is not in the vocabulary", token=token) from None
 
+    def get(self, token: str, default=None):
+        """Id of ``token``, or ``default`` when it is not in the vocabulary (like ``dict.get``).
+
+        Examples
+        --------
+        >>> v = Vocab(["<s>", "</s>", "<unk>", "a"])
+        >>> v.get("a"), v.get("zz", -1)
+        (3, -1)
+        """
+        return self._index.get(token, default)
+
     def lookup(self, token: str) -> int:
         """Id of ``token``, or ``unk_id`` for an unknown token (error if there is no ``<unk>``)."""
         idx = self._index.get(token)

@@ -10,13 +10,17 @@ import numpy as np
 
 from ..errors import InputError
 from ..functional import log_softmax
+from ..protocols import Inspectable
 
 __all__ = ["attention_patterns", "logit_lens"]
 
 
 def _require(model, methods, what: str) -> None:
+    """``model`` must be :class:`~seqprob.protocols.Inspectable` (or, for the attention maps,
+    have ``run_with_cache``)."""
+    inspectable = isinstance(model, Inspectable) or methods == ["run_with_cache"]
     missing = [m for m in methods if not callable(getattr(model, m, None))]
-    if missing:
+    if missing or not inspectable:
         raise InputError(f"{what} needs a transformer with {' and '.join(m + '()' for m in methods)}; "
                          f"{type(model).__name__} has no attention or residual stream "
                          f"(missing {', '.join(missing)})", model=type(model).__name__)

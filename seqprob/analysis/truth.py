@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
+from ..protocols import model_tokenizer
 
 __all__ = ["cross_entropy", "true_entropy", "kl_per_token", "agreement_test", "sentence_logprobs",
            "CrossEntropy", "KLEstimate", "AgreementResult"]
@@ -28,7 +29,7 @@ def _z(confidence: float) -> float:
 
 
 def _tokenizer_of(model, tokenizer):
-    tok = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
+    tok = model_tokenizer(model, tokenizer)
     if tok is None:
         raise InputError(f"{type(model).__name__} has no .tokenizer: pass tokenizer=...")
     return tok

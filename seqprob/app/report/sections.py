@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from ... import plots
 from ...errors import SeqProbError
+from ...protocols import model_tokenizer
 from .context import ReportContext
 
 __all__ = ["Section", "SECTIONS", "run_sections"]
@@ -34,11 +35,11 @@ def _fig(obj):
 
 def _score_tokenizer(ctx: ReportContext, models: dict):
     """None (each model its own tokenizer) when every model has one, else the report's."""
-    return None if all(getattr(m, "tokenizer", None) is not None for m in models.values()) else ctx.tokenizer
+    return None if all(model_tokenizer(m) is not None for m in models.values()) else ctx.tokenizer
 
 
 def _own_tokenizer(ctx: ReportContext, model):
-    return getattr(model, "tokenizer", None) or ctx.tokenizer
+    return model_tokenizer(model, None) or ctx.tokenizer
 
 
 def sentences(ctx: ReportContext, s: Section) -> None:
