@@ -175,7 +175,7 @@ def test_docstring_examples():
     import importlib
 
     names = ["truth.grammar", "truth.toy_english", "analysis.truth", "analysis.calibration",
-             "analysis.embeddings", "analysis.lens", "analysis.sparsity", "defaults", "plots.scores"]
+             "analysis.embeddings", "analysis.lens", "analysis.sparsity", "registry", "plots.scores"]
     for name in names:  # import_module: seqprob.truth.toy_english is also a function's name
         module = importlib.import_module(f"seqprob.{name}")
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)

@@ -12,9 +12,9 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-import numpy as np
 
 from ..registry import default_model  # noqa: F401  (the loader lives in the library)
+from .pipeline import sample_corpora, sentence_stream
 
 __all__ = ["default_model", "train_default_model", "DefaultRecipe", "DEFAULT_RECIPE",
            "QUICK_RECIPE", "sentence_stream"]
@@ -47,17 +47,6 @@ QUICK_RECIPE = replace(DEFAULT_RECIPE, n_train_sentences=5_000, n_val_sentences=
                        warmup=20, n_embd=32)
 
 
-def sentence_stream(lines, tokenizer) -> np.ndarray:
-    """One token stream ``<s> w_1 .. w_n </s> <s> ...`` from sentences, for window sampling.
-
-    Each sentence starts with its x_0 = ``<s>``, so a window starting there is scored exactly
-    as :func:`seqprob.score` scores a sentence.
-    """
-    bos, eos = tokenizer.vocab.bos_id, tokenizer.vocab.eos_id
-    parts = [np.array([bos, *tokenizer.encode(line), eos], dtype=np.int64) for line in lines]
-    return np.concatenate(parts)
-
-
 def train_default_model(out=None, recipe: DefaultRecipe = DEFAULT_RECIPE, progress: bool = True):
     """Train the default GPT on samples of ``toy_english()`` (reproducible for ``recipe.seed``).
 
@@ -81,8 +70,9 @@ def train_default_model(out=None, recipe: DefaultRecipe = DEFAULT_RECIPE, progre
 
     truth = toy_english()
     tok = truth.tokenizer
-    train_ids = sentence_stream(truth.sample(recipe.n_train_sentences, seed=recipe.seed), tok)
-    val_ids = sentence_stream(truth.sample(recipe.n_val_sentences, seed=recipe.seed + 1), tok)
+    train_lines, val_lines = sample_corpora(truth, recipe.n_train_sentences, recipe.n_val_sentences,
+                                            recipe.seed)
+    train_ids, val_ids = sentence_stream(train_lines, tok), sentence_stream(val_lines, tok)
     config = GPTConfig(vocab_size=len(tok.vocab), block_size=recipe.block_size, n_layer=recipe.n_layer,
                        n_head=recipe.n_head, n_embd=recipe.n_embd)
     model = GPT(config, seed=recipe.seed, tokenizer=tok)

@@ -14,14 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._io import atomic_write, ensure_writable_dir
+from . import pipeline
+from .pipeline import AGREEMENT_PAIR, EXAMPLE_SENTENCES as EXAMPLES, GPT_NAME, TRUTH_NAME
 
 __all__ = ["run_demo", "DemoResult", "EXAMPLES", "AGREEMENT_PAIR"]
 
 log = logging.getLogger(__name__)
 
-EXAMPLES = ("the cat sat on the mat", "the cat sat zx oj squid", "paris is the capital of france")
-#: Subject and verb separated by a relative clause: more words apart than a trigram sees.
-AGREEMENT_PAIR = ("the cat that the dogs chase sleeps", "the cat that the dogs chase sleep")
 ORDERS = (1, 2, 3, 4, 5)
 
 
@@ -37,19 +36,6 @@ class DemoResult:
     unknown: dict = field(default_factory=dict)  # sentence -> words not in the vocabulary
     files: list = field(default_factory=list)
     seconds: float = 0.0
-
-
-def _fit_ngrams(lines, tokenizer, orders) -> dict:
-    from .. import ngram
-    from ..ngram import expected_discount_fallback
-
-    models = {}
-    with expected_discount_fallback():
-        for n in orders:
-            models[f"mle-{n}"] = ngram.MLE(order=n).fit(lines, tokenizer=tokenizer)
-            models[f"addk-{n}"] = ngram.AddK(order=n, k=0.01).fit(lines, tokenizer=tokenizer)
-            models[f"mkn-{n}"] = ngram.ModifiedKneserNey(order=n).fit(lines, tokenizer=tokenizer)
-    return models
 
 
 def _gpt(retrain: bool, quick: bool, seed: int, progress: bool):
@@ -96,7 +82,7 @@ def _heldout_table(models: dict, heldout, tokenizer, true_entropy: float):
         rows.append({"model": name, "nats_per_token": -ev.logprob / ev.n_tokens,
                      "bits_per_token": ev.bits_per_token, "perplexity": ev.perplexity})
     table = pd.DataFrame(rows)
-    truth_ce = float(table.loc[table.model == "P*", "nats_per_token"].iloc[0])
+    truth_ce = float(table.loc[table.model == TRUTH_NAME, "nats_per_token"].iloc[0])
     table["kl_to_truth_nats"] = table["nats_per_token"] - truth_ce  # same sample: an unbiased KL estimate
     exact = {"model": "H(P*) exact", "nats_per_token": true_entropy,
              "bits_per_token": true_entropy / math.log(2), "perplexity": math.exp(true_entropy),
@@ -127,7 +113,7 @@ def _figures(out: Path, scored, truth, lines, heldout, history, baselines: dict)
     from ..analysis import sparsity_curve
     from ..ngram import expected_discount_fallback
 
-    df = scored[scored["model"].isin(["P*", "mkn-3", "gpt"]) & (scored["seq"] < len(EXAMPLES))]
+    df = scored[scored["model"].isin([TRUTH_NAME, "mkn-3", GPT_NAME]) & (scored["seq"] < len(EXAMPLES))]
     figures = {
         "sentences_surprisal.png": plots.sentence_comparison(df),
         "chain_rule_cumulative.png": plots.cumulative_logprob(df, seq=0).figure,
@@ -137,8 +123,9 @@ def _figures(out: Path, scored, truth, lines, heldout, history, baselines: dict)
         curve = sparsity_curve(lines, heldout, orders=ORDERS, tokenizer=truth.tokenizer)
     figures["ngram_sparsity.png"] = plots.sparsity(curve).figure
     if history is not None:
+        refs, floor, _ = pipeline.learning_references(truth, baselines, heldout, truth.tokenizer)
         figures["learning_curves.png"] = plots.learning_curves(
-            history, baselines=baselines, true_entropy=truth.entropy().per_token).figure
+            history, baselines=refs, true_entropy=floor, ylabel=pipeline.STREAM_AXIS_LABEL).figure
     paths = []
     for name, fig in figures.items():
         path = out / name
@@ -173,19 +160,6 @@ def _report_text(result: DemoResult, settings: dict) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _shipped_history():
-    """Training history saved beside the default model, if present."""
-    from importlib import resources
-
-    import pandas as pd
-
-    path = resources.files("seqprob") / "data" / "default_gpt" / "history.csv"
-    if not path.is_file():
-        return None
-    with resources.as_file(path) as local:
-        return pd.read_csv(local)
-
-
 def run_demo(out="seqprob-demo", seed: int = 0, quick: bool = False, retrain: bool = False,
              progress: bool = True, echo=print) -> DemoResult:
     """Run the demo; print its tables with ``echo`` and write figures + ``report.md`` to ``out``.
@@ -209,23 +183,22 @@ def run_demo(out="seqprob-demo", seed: int = 0, quick: bool = False, retrain: bo
     out = ensure_writable_dir(out)
     truth = toy_english()
     n_train, n_test, n_pairs = (3_000, 300, 100) if quick else (20_000, 1_000, 300)
-    lines = truth.sample(n_train, seed=seed)
-    heldout = truth.sample(n_test, seed=seed + 10_000)
+    lines, heldout = pipeline.sample_corpora(truth, n_train, n_test, seed)
     echo(f"P* = toy_english(): {len(truth.vocab)} tokens; sampled {n_train} training and "
          f"{n_test} held-out sentences (seed {seed})")
-    models = {"P*": truth, **_fit_ngrams(lines, truth.tokenizer, ORDERS)}
+    models = {TRUTH_NAME: truth, **pipeline.fit_ngrams(pipeline.ngram_specs(ORDERS), lines, truth.tokenizer)}
     gpt, history = _gpt(retrain, quick, seed, progress)
-    models["gpt"] = gpt
-    history = history if history is not None else _shipped_history()
+    models[GPT_NAME] = gpt
+    history = history if history is not None else pipeline.shipped_history()
     texts = list(EXAMPLES) + list(AGREEMENT_PAIR)
     scored = score(models, texts, tokenizer=truth.tokenizer, distribution=False)
     sentences = _sentence_table(scored, list(models), texts)
-    surprisal = _surprisal_table(scored, ["P*", "mle-3", "addk-3", "mkn-3", "mkn-5", "gpt"])
+    surprisal = _surprisal_table(scored, [TRUTH_NAME, "mle-3", "addk-3", "mkn-3", "mkn-5", GPT_NAME])
     heldout_table = _heldout_table(models, heldout, truth.tokenizer, truth.entropy().per_token)
-    agreement = _agreement_table(models, ["P*", "mkn-3", "mkn-5", "gpt"], n_pairs, seed)
+    agreement = _agreement_table(models, [TRUTH_NAME, "mkn-3", "mkn-5", GPT_NAME], n_pairs, seed)
     result = DemoResult(out, sentences, surprisal, heldout_table, agreement,
                         unknown=_unknown_words(scored, texts))
-    baselines = {k: float(heldout_table.set_index("model").loc[k, "nats_per_token"]) for k in ("mkn-3", "mkn-5")}
+    baselines = {k: models[k] for k in ("mkn-3", "mkn-5")}
     result.files = _figures(out, scored, truth, lines, heldout, history, baselines)
     settings = {"seed": seed, "quick": quick, "retrain": retrain, "train_sentences": n_train,
                 "heldout_sentences": n_test, "agreement_pairs": n_pairs}

@@ -27,7 +27,7 @@ def _as_nats(value, name: str) -> float:
 
 
 def learning_curves(history, baselines=None, true_entropy=None, ax=None, x: str = "tokens_seen",
-                    unit: str = "nats", **style):
+                    unit: str = "nats", ylabel: str | None = None, **style):
     """Train and validation loss against tokens seen, with reference lines.
 
     Parameters
@@ -42,6 +42,9 @@ def learning_curves(history, baselines=None, true_entropy=None, ax=None, x: str 
         The entropy rate of the source (nats/token): no model can go below it on average.
     x : {"tokens_seen", "step"}
     unit : {"nats", "bits"}
+    ylabel : str, optional
+        The y-axis label, to state what a token is (``{unit}`` is filled in); every curve and
+        line must be on that one scale. Default ``"cross-entropy ({unit}/token)"``.
 
     Returns
     -------
@@ -82,7 +85,8 @@ def learning_curves(history, baselines=None, true_entropy=None, ax=None, x: str 
                                + f": {IMPOSSIBLE}, cross-entropy inf (a validation token has P = 0)")
         ax.set_ylim(low, top + 0.12 * (top - low))
     xlabel = "tokens seen (count)" if x == "tokens_seen" else f"{x} (count)"
-    return finish(ax, "Learning curves", xlabel, f"cross-entropy ({unit}/token)", style)
+    label = (ylabel or "cross-entropy ({unit}/token)").replace("{unit}", unit)
+    return finish(ax, "Learning curves", xlabel, label, style)
 
 
 def sparsity(df, ax=None, **style):

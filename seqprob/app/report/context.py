@@ -8,13 +8,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import InputError
+from ..pipeline import AGREEMENT_PAIR, EXAMPLE_SENTENCES, PROMPT, TRUTH_NAME, sentence_stream
 
 __all__ = ["ReportContext", "build_context", "EXAMPLE_SENTENCES", "QUICK", "FULL"]
 
 log = logging.getLogger(__name__)
-
-#: The three sentences of the seed: likely, impossible, a fact.
-EXAMPLE_SENTENCES = ("the cat sat on the mat", "the cat sat zx oj squid", "paris is the capital of france")
 
 #: Sizes of a quick report (< 30 s) and of a full one.
 QUICK = {"n_train": 1500, "n_test": 200, "orders": (1, 2, 3, 4), "demo_steps": 60, "n_calibration": 150}
@@ -39,26 +37,17 @@ class ReportContext:
     history_stream: bool = False
     settings: dict = field(default_factory=dict)
     sentences: tuple = EXAMPLE_SENTENCES
-    probe_sentence: str = "the cat that the dogs chase sleeps"
-    prompt: str = "the cat"
+    probe_sentence: str = AGREEMENT_PAIR[0]
+    prompt: str = PROMPT
     sizes: dict = field(default_factory=dict)
 
     def models(self) -> dict:
         """Every model to compare, the truth first (when known) and the main model last."""
-        out = {"truth P*": self.truth} if self.truth is not None else {}
+        out = {TRUTH_NAME: self.truth} if self.truth is not None else {}
         out.update(self.baselines)
         if self.model is not None:
             out[self.model_name] = self.model
         return out
-
-
-def _stream(tokenizer, lines) -> np.ndarray:
-    """Sentences as one id stream ``<s> w .. </s> <s> w .. </s>`` for training a GPT."""
-    v = tokenizer.vocab
-    out: list = []
-    for line in lines:
-        out += [v.bos_id, *tokenizer.encode(line), v.eos_id]
-    return np.asarray(out, dtype=np.int64)
 
 
 def train_demo_gpt(tokenizer, train_lines, test_lines, steps: int, seed: int = 0):
@@ -70,8 +59,8 @@ def train_demo_gpt(tokenizer, train_lines, test_lines, steps: int, seed: int = 0
     cfg = GPTConfig(vocab_size=len(tokenizer.vocab), block_size=32, n_layer=2, n_head=2, n_embd=32)
     model = GPT(cfg, seed=seed, tokenizer=tokenizer)
     with _one_blas_thread():  # tiny matrices: threads only add overhead (and thrash on a busy machine)
-        history = train(model, _stream(tokenizer, train_lines), steps=steps, batch_size=16, lr=1e-2,
-                        seed=seed, val_ids=_stream(tokenizer, test_lines), eval_every=max(1, steps // 6),
+        history = train(model, sentence_stream(train_lines, tokenizer), steps=steps, batch_size=16, lr=1e-2,
+                        seed=seed, val_ids=sentence_stream(test_lines, tokenizer), eval_every=max(1, steps // 6),
                         eval_windows=16, progress=False)
     return model, history
 
@@ -90,7 +79,8 @@ def _one_blas_thread():
 def _default_model():
     """The shipped GPT and its training history (``history.csv`` beside the weights), or
     (None, None) when this installation has no default model."""
-    from ...registry import default_model, default_model_dir
+    from ...registry import default_model
+    from ..pipeline import shipped_history
 
     try:
         model = default_model()
@@ -99,23 +89,15 @@ def _default_model():
         return None, None
     history = getattr(model, "history_", None)
     if history is None:
-        import pandas as pd
-
-        try:
-            with (default_model_dir() / "history.csv").open("r", encoding="utf-8") as fh:
-                history = pd.read_csv(fh)
-        except (OSError, ValueError):
-            history = None
+        history = shipped_history()
     return model, history
 
 
 def _fit_baselines(tokenizer, train_lines, orders) -> dict:
-    from ...ngram import MLE, AddK, ModifiedKneserNey, expected_discount_fallback
+    from ..pipeline import fit_ngrams, ngram_specs
 
-    specs = {"mle3": MLE(order=3), "addk3": AddK(order=3, k=0.1), "kn3": ModifiedKneserNey(order=3),
-             f"kn{max(orders)}": ModifiedKneserNey(order=max(orders))}
-    with expected_discount_fallback():  # small corpora: KenLM's discount fallback is expected
-        return {name: m.fit(train_lines, tokenizer=tokenizer) for name, m in specs.items()}
+    specs = {**ngram_specs((3,)), **ngram_specs((max(orders),), kinds=("mkn",))}
+    return fit_ngrams(specs, train_lines, tokenizer)
 
 
 def _read_corpus(path, seed: int):
@@ -158,9 +140,10 @@ def build_context(model=None, corpus=None, quick: bool = False, seed: int = 0, m
     if corpus is None:
         from ...truth import toy_english
 
+        from ..pipeline import sample_corpora
+
         truth = toy_english()
-        train_lines = truth.sample(sizes["n_train"], seed=seed)
-        test_lines = truth.sample(sizes["n_test"], seed=seed + 1)
+        train_lines, test_lines = sample_corpora(truth, sizes["n_train"], sizes["n_test"], seed)
         tokenizer = truth.tokenizer
         source = f"toy_english(): {sizes['n_train']} training and {sizes['n_test']} held-out samples"
     else:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from ... import plots
 from ...errors import SeqProbError
 from ...protocols import model_tokenizer
+from ..pipeline import STREAM_AXIS_LABEL, TRUTH_NAME, per_stream_token
 from .context import ReportContext
 
 __all__ = ["Section", "SECTIONS", "run_sections"]
@@ -100,7 +101,7 @@ def _cross_entropies(ctx: ReportContext) -> tuple:
     h = ctx.truth.entropy() if ctx.truth is not None else None
     rows, raw = [], {}
     for name, model in ctx.models().items():
-        if name == "truth P*":
+        if name == TRUTH_NAME:
             continue
         ce = raw[name] = cross_entropy(model, ctx.test_lines, tokenizer=_own_tokenizer(ctx, model))
         row = {"model": name, "cross-entropy (nats/token)": ce.per_token,
@@ -114,17 +115,20 @@ def _cross_entropies(ctx: ReportContext) -> tuple:
 def learning(ctx: ReportContext, s: Section) -> None:
     table, h, raw = _cross_entropies(ctx)
     if ctx.history_stream:  # losses per token of "<s> w .. </s> <s> ..": one more (free) token per sentence
-        base = {n: ce.per_sentence / (ce.n_tokens / ce.n_sentences + 1) for n, ce in raw.items()
+        base = {n: per_stream_token(ce.per_sentence, ce.n_tokens / ce.n_sentences) for n, ce in raw.items()
                 if n != ctx.model_name}
-        floor = h.per_sentence / (h.expected_tokens + 1) if h is not None else None
-        unit_note = ("Reference lines are per token of the training stream, where each sentence's "
-                     "</s> is followed by a <s> the model predicts for free: "
+        floor = per_stream_token(h.per_sentence, h.expected_tokens) if h is not None else None
+        ylabel = STREAM_AXIS_LABEL
+        unit_note = ("Every curve and line is per token of the training stream, where each sentence's "
+                     "</s> is followed by a <s> the model predicts for free: reference lines are "
                      "nats per sentence / (tokens per sentence + 1).")
     else:
         base = {n: ce.per_token for n, ce in raw.items() if n != ctx.model_name}
         floor = h.per_token if h is not None else None
-        unit_note = "Reference lines are nats per scored token (words and </s>)."
-    s.figures.append(("learning_curves", plots.learning_curves(ctx.history, baselines=base, true_entropy=floor),
+        ylabel = "cross-entropy ({unit} per scored token: words and </s>)"
+        unit_note = "Every curve and line is in nats per scored token (words and </s>)."
+    s.figures.append(("learning_curves", plots.learning_curves(ctx.history, baselines=base, true_entropy=floor,
+                                                                  ylabel=ylabel),
                       f"History: {ctx.history_note}. Dashed: held-out cross-entropy of the n-gram "
                       f"baselines; dotted: the true entropy, the floor no model can beat. {unit_note}"))
     if h is not None:
