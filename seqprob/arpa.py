@@ -306,7 +306,7 @@ def _unigram_vocab(words: list, probs: np.ndarray, bows: np.ndarray, linenos: li
     ids = np.fromiter((vocab._index[w] for w in names), dtype=np.int64, count=len(names))
     logp[ids], logbow[ids] = probs, bows
     logp = _to_nats(logp)
-    logp[vocab.bos_id] = -np.inf  # <s> is context only, whatever the file says
+    vocab.mask_never_predicted(logp, -np.inf)  # <s> is context only, whatever the file says
     return vocab, logp, _to_nats(logbow)
 
 

@@ -17,7 +17,8 @@ __all__ = ["BaseLanguageModel", "PrefixState"]
 
 @dataclass(frozen=True)
 class PrefixState:
-    """Default incremental state: the ids so far and the next-token log-probs (read-only)."""
+    """The incremental state of every model without a state of its own: the ids it conditions on
+    (the whole prefix, or an n-gram model's last n-1 ids) and the next-token log-probs (V,)."""
 
     ids: tuple
     logprobs: np.ndarray = field(repr=False)

@@ -13,9 +13,10 @@ from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
+from .checks import check_int, check_real
 from .errors import CheckpointError, InputError
 
-__all__ = ["AdamW", "cosine_schedule", "clip_grad_norm", "default_decay"]
+__all__ = ["AdamW", "FlatArrays", "cosine_schedule", "clip_grad_norm", "default_decay"]
 
 _CHUNK = 1 << 16  # elements per chunk of the flat update: keeps the temporaries in L2
 _EMBEDDING_WORDS = ("wte", "wpe", "emb", "embed", "embedding", "w_e", "w_pos", "pos")
@@ -45,37 +46,38 @@ def default_decay(name: str, array: np.ndarray) -> bool:
     return True
 
 
-def _flat_root(arrays: list[np.ndarray]):
-    """The 1-D span of one buffer that holds ``arrays`` (C-contiguous views, any order).
+class FlatArrays(dict):
+    """``name -> array`` whose arrays are views into one 1-D buffer ``flat`` at ``slices``.
 
-    Returns ``(span, offsets)`` with ``offsets`` relative to ``span``, or ``(None, None)``
-    when the arrays are not such views. Small gaps between the arrays (alignment padding,
-    at most 1/8 of the span) are allowed: they are treated as padding, never as parameters.
+    What :class:`seqprob.gpt.params.FlatParams` hands out (``GPT.params``, the gradients of
+    ``GPT.loss_and_grads``): :class:`AdamW` then updates every parameter with one vectorized
+    operation on ``flat``, taking the layout from here instead of guessing it from pointers.
+
+    Examples
+    --------
+    >>> flat = np.zeros(6)
+    >>> p = FlatArrays(flat, {"w": slice(0, 4), "b": slice(4, 6)},
+    ...                {"w": flat[0:4].reshape(2, 2), "b": flat[4:6]})
+    >>> p["b"][...] = 1; flat.tolist()
+    [0.0, 0.0, 0.0, 0.0, 1.0, 1.0]
     """
-    if not arrays:
+
+    def __init__(self, flat: np.ndarray, slices: dict, arrays: dict):
+        super().__init__(arrays)
+        self.flat, self.slices = flat, dict(slices)
+
+
+def _flat_buffer(mapping, names) -> tuple:
+    """``(flat, offsets)`` of a :class:`FlatArrays` holding exactly the views of ``names``
+    (offsets in ``names`` order), else ``(None, None)``."""
+    if not isinstance(mapping, FlatArrays) or any(n not in mapping.slices for n in names):
         return None, None
-    root = arrays[0]
-    while isinstance(root.base, np.ndarray):
-        root = root.base
-    if root.ndim != 1 or not root.flags.c_contiguous or root.size == 0:
-        return None, None
-    start, item = root.__array_interface__["data"][0], root.itemsize
-    offsets = []
-    for arr in arrays:
-        if (not isinstance(arr, np.ndarray) or arr.dtype != root.dtype
-                or not arr.flags.c_contiguous or arr.base is None):
-            return None, None
-        delta = arr.__array_interface__["data"][0] - start
-        if delta % item or delta < 0 or delta // item + arr.size > root.size:
-            return None, None
-        offsets.append(delta // item)
-    spans = sorted(zip(offsets, (a.size for a in arrays)))
-    if any(o1 + n1 > o2 for (o1, n1), (o2, _) in zip(spans, spans[1:])):
-        return None, None  # overlapping views (e.g. the same array twice)
-    lo, hi = spans[0][0], spans[-1][0] + spans[-1][1]
-    if 8 * (hi - lo - sum(a.size for a in arrays)) > hi - lo:
-        return None, None
-    return root[lo:hi], [o - lo for o in offsets]
+    flat = mapping.flat
+    for name in names:
+        s = mapping.slices[name]
+        if mapping[name].size != s.stop - s.start or not np.shares_memory(mapping[name], flat[s]):
+            return None, None  # an entry was replaced by an array outside the buffer
+    return flat, [mapping.slices[n].start for n in names]
 
 
 def _as_arrays(grads, names) -> list[np.ndarray]:
@@ -175,7 +177,7 @@ class AdamW:
 
     def _layout(self) -> None:
         arrays = [self.params[n] for n in self.names]
-        self._root, offsets = _flat_root(arrays)
+        self._root, offsets = _flat_buffer(self.params, self.names)
         sizes = [a.size for a in arrays]
         if self._root is None:
             offsets = list(np.cumsum([0] + sizes[:-1]))
@@ -217,7 +219,7 @@ class AdamW:
             if np.shape(g) != self.params[name].shape:
                 raise InputError(f"gradient of {name!r} has shape {np.shape(g)}, parameter has "
                                  f"{self.params[name].shape}", name=name)
-        gflat = self._grad_flat(garrays)
+        gflat = self._grad_flat(grads)
         self._check_finite(garrays)
         self.t += 1
         if self._root is not None and gflat is not None:
@@ -236,7 +238,7 @@ class AdamW:
         """The gradients' flat buffer when it has exactly the parameters' layout, else None."""
         if self._root is None:
             return None
-        groot, goffsets = _flat_root(garrays)
+        groot, goffsets = _flat_buffer(garrays, self.names)
         if groot is None or groot.dtype != self.dtype:
             return None
         if any(go != self._offsets[n][0] for n, go in zip(self.names, goffsets)):
@@ -386,15 +388,10 @@ def cosine_schedule(step, lr: float, warmup: int, total: int, min_lr: float = 0.
 
 
 def _check_schedule(lr, warmup, total, min_lr) -> None:
-    if not (math.isfinite(lr) and lr >= 0):
-        raise InputError(f"lr must be a finite number >= 0, got {lr!r}", value=lr, limit=0)
-    if not (math.isfinite(min_lr) and 0 <= min_lr <= lr):
-        raise InputError(f"min_lr must be in [0, lr={lr!r}], got {min_lr!r}", value=min_lr, limit=lr)
-    if int(total) != total or total < 1:
-        raise InputError(f"total steps must be an integer >= 1, got {total!r}", value=total, limit=1)
-    if int(warmup) != warmup or not 0 <= warmup <= total:
-        raise InputError(f"warmup must be an integer in [0, total={total}], got {warmup!r}",
-                         value=warmup, limit=total)
+    check_real("lr", lr, low=0)
+    check_real("min_lr", min_lr, low=0, high=lr)
+    check_int("total steps", total, low=1, whole_floats=True)
+    check_int("warmup", warmup, low=0, high=total, whole_floats=True)
 
 
 def clip_grad_norm(grads, max_norm: float) -> float:
@@ -428,7 +425,7 @@ def clip_grad_norm(grads, max_norm: float) -> float:
     if not (max_norm > 0):
         raise InputError(f"max_norm must be > 0, got {max_norm!r}", value=max_norm, limit=0)
     arrays = list(grads.values()) if isinstance(grads, Mapping) else list(grads)
-    root, _ = _flat_root(arrays)
+    root, _ = _flat_buffer(grads, list(grads)) if isinstance(grads, Mapping) else (None, None)
     total = _sum_squares(arrays)
     if not math.isfinite(total):  # overflow of a float32 sum, or a real NaN/inf
         total = _sum_squares([a.astype(np.float64) for a in arrays])

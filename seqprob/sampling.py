@@ -1,10 +1,9 @@
 """Sampling from any LanguageModel through its incremental ``start`` / ``step`` interface."""
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
+from .checks import check_int, check_real
 from .errors import InputError
 from .functional import softmax
 from .protocols import model_tokenizer
@@ -15,9 +14,7 @@ __all__ = ["next_token_probs", "generate", "sample"]
 
 def _check_int(value, name: str, minimum: int) -> int:
     """``value`` as an int, or :class:`InputError` naming it and the limit."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}", value=value, limit=minimum)
-    return int(value)
+    return check_int(name, value, low=minimum)
 
 
 def next_token_probs(logprobs, temperature: float = 1.0, top_k: int | None = None,
@@ -52,8 +49,7 @@ def next_token_probs(logprobs, temperature: float = 1.0, top_k: int | None = Non
             kth = np.partition(p, -k)[-k]
             p = np.where(p >= kth, p, 0.0)
     if top_p is not None:
-        if isinstance(top_p, bool) or not isinstance(top_p, numbers.Real) or not 0 < top_p <= 1:
-            raise InputError(f"top_p must be in (0, 1], got {top_p!r}", value=top_p, limit=1.0)
+        check_real("top_p", top_p, low=0, high=1, low_open=True)
         order = np.argsort(-p, kind="stable")
         cum = np.cumsum(p[order]) / p.sum()
         keep = np.searchsorted(cum, top_p - 1e-12) + 1  # smallest prefix reaching top_p
@@ -77,8 +73,7 @@ def generate(model, prefix_ids, max_new_tokens: int = 50, temperature: float = 1
     out: list[int] = []
     for _ in range(max_new_tokens):
         row = np.array(state.logprobs, dtype=np.float64)  # (V,)
-        if vocab.bos_id is not None and vocab.bos_id != vocab.eos_id:
-            row[vocab.bos_id] = -np.inf
+        vocab.mask_never_predicted(row, -np.inf)
         p = next_token_probs(row, temperature, top_k, top_p)
         token = int(rng.choice(p.size, p=p))
         if stop_at_eos and token == vocab.eos_id:

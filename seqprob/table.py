@@ -12,6 +12,7 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from .base import BaseLanguageModel
+from .checks import check_int
 from .errors import InputError, fitted
 from .tokenizers import Tokenizer, WhitespaceTokenizer
 from .tokenizers.base import iter_texts
@@ -56,17 +57,12 @@ def lookup_table_size(vocab_size: int, length: int) -> float:
 
 
 def _check_count(value, name: str, minimum: int) -> None:
-    if (isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating))
-            or not math.isfinite(value) or int(value) != value or value < minimum):
-        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}", value=value, limit=minimum)
+    check_int(name, value, low=minimum, whole_floats=True)
 
 
 def _predictable(vocab: Vocab) -> np.ndarray:
     """Mask of tokens that can be a next token: all but BOS (unless BOS doubles as EOS)."""
-    mask = np.ones(len(vocab), dtype=bool)
-    if vocab.bos_id is not None and vocab.bos_id != vocab.eos_id:
-        mask[vocab.bos_id] = False
-    return mask
+    return vocab.predictable_mask()
 
 
 def _uniform_row(vocab: Vocab) -> np.ndarray:

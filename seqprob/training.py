@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .checks import check_int
 from .errors import InputError, TrainingDivergedError
 from .optim import AdamW, clip_grad_norm, cosine_schedule
 from .protocols import Trainable
@@ -204,8 +205,7 @@ class _Run:
         self.stop_at = self.steps if stop_at is None else _positive_int("stop_at", stop_at)
         if self.stop_at > self.steps:
             raise InputError(f"stop_at={stop_at} is beyond steps={steps}", value=stop_at, limit=steps)
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise InputError(f"seed must be an integer >= 0, got {seed!r}", value=seed, limit=0)
+        check_int("seed", seed, low=0)
         self.rng = np.random.default_rng(seed)
         self.step, self.rows, self.seconds0, self.saved_step = 0, [], 0.0, None
 
@@ -347,6 +347,4 @@ class _Run:
 
 
 def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise InputError(f"{name} must be an integer >= 1, got {value!r}", value=value, limit=1)
-    return int(value)
+    return check_int(name, value, low=1)

@@ -89,6 +89,39 @@ class Vocab:
         except KeyError:
             raise UnknownTokenError(f"token {token!r} is not in the vocabulary", token=token) from None
 
+    # ------------------------------------------------ <s> is context, never a next token
+    @property
+    def never_predicted_id(self) -> int | None:
+        """Id of ``<s>`` when it is context only, never a next token; None when there is no
+        BOS or it doubles as EOS (GPT-2's ``<|endoftext|>``), which is then predicted.
+
+        The one place that decides it: n-gram tables, ARPA files, the joint table, the grammar
+        and sampling all ask here.
+        """
+        if self.bos_id is None or self.bos_id == self.eos_id:
+            return None
+        return self.bos_id
+
+    def predictable_mask(self) -> np.ndarray:
+        """(V,) bool: True for every token that can be a next token (all but a context-only ``<s>``).
+
+        Examples
+        --------
+        >>> Vocab(["<s>", "</s>", "<unk>", "a"]).predictable_mask().tolist()
+        [False, True, True, True]
+        """
+        mask = np.ones(len(self), dtype=bool)  # (V,)
+        if self.never_predicted_id is not None:
+            mask[self.never_predicted_id] = False
+        return mask
+
+    def mask_never_predicted(self, rows: np.ndarray, fill) -> np.ndarray:
+        """Set the context-only ``<s>`` column of ``rows`` (..., V) to ``fill`` in place (e.g.
+        ``-inf`` for log-probabilities, 0 for counts); returns ``rows``."""
+        if self.never_predicted_id is not None:
+            rows[..., self.never_predicted_id] = fill
+        return rows
+
     def get(self, token: str, default=None):
         """Id of ``token``, or ``default`` when it is not in the vocabulary (like ``dict.get``).
 

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from seqprob.errors import CheckpointError, InputError
-from seqprob.optim import AdamW, clip_grad_norm, cosine_schedule, default_decay
+from seqprob.optim import AdamW, FlatArrays, clip_grad_norm, cosine_schedule, default_decay
 
 FIXTURE = Path(__file__).parent / "fixtures" / "adamw_torch.npz"
 
@@ -30,14 +30,15 @@ def reference_adamw(params, grads_seq, lrs, betas, eps, wd, decay):
 
 
 def flat_params(shapes, rng, dtype=np.float64):
-    """A dict of arrays that are views into one flat buffer (the GPT's layout)."""
+    """A FlatArrays of views into one flat buffer (the GPT's layout)."""
     sizes = [int(np.prod(s)) for s in shapes.values()]
     flat = rng.normal(size=sum(sizes)).astype(dtype)
-    out, lo = {}, 0
+    out, slices, lo = {}, {}, 0
     for (name, shape), size in zip(shapes.items(), sizes):
+        slices[name] = slice(lo, lo + size)
         out[name] = flat[lo:lo + size].reshape(shape)
         lo += size
-    return flat, out
+    return flat, FlatArrays(flat, slices, out)
 
 
 SHAPES = {"wte": (11, 4), "h.0.attn.w": (4, 12), "h.0.attn.b": (12,), "ln_f.g": (4,),
@@ -124,12 +125,13 @@ def padded_params(shapes, rng, dtype=np.float64, align=16, garbage=0.0):
         offsets[name] = lo
         lo += -(-int(np.prod(shape)) // align) * align
     raw = np.full(lo + 5, garbage, dtype=dtype)
-    out = {}
+    out, slices = {}, {}
     for name, shape in shapes.items():
         size = int(np.prod(shape))
-        out[name] = raw[offsets[name]:offsets[name] + size].reshape(shape)
+        slices[name] = slice(offsets[name], offsets[name] + size)
+        out[name] = raw[slices[name]].reshape(shape)
         out[name][...] = rng.normal(size=shape)
-    return raw, out
+    return raw, FlatArrays(raw, slices, out)
 
 
 @given(seed=st.integers(0, 2**16), garbage=st.sampled_from([0.0, 7.0, np.nan]))
@@ -139,7 +141,7 @@ def test_padded_flat_buffers_use_fast_path(seed, garbage):
     _, grads = padded_params(SHAPES, rng, garbage=garbage)  # padding is never read as a gradient
     init = {n: a.copy() for n, a in params.items()}
     opt = AdamW(params, lr=1e-2, weight_decay=0.1)
-    assert opt._root is not None and opt._grad_flat(list(grads.values())) is not None
+    assert opt._root is not None and opt._grad_flat(grads) is not None
     opt.step(grads)
     ref = reference_adamw(init, [grads], [1e-2], opt.betas, opt.eps, 0.1, opt.decay_names)
     for n in params:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import check_int
 from ..errors import InputError
 
 __all__ = ["reliability_table", "expected_calibration_error", "calibration"]
@@ -26,9 +27,7 @@ def _check_pairs(probs, correct):
 
 
 def _check_bins(n_bins) -> int:
-    if isinstance(n_bins, bool) or int(n_bins) != n_bins or n_bins < 1:
-        raise InputError(f"n_bins must be an integer >= 1, got {n_bins!r}", value=n_bins, limit=1)
-    return int(n_bins)
+    return check_int("n_bins", n_bins, low=1, whole_floats=True)
 
 
 def reliability_table(probs, correct, n_bins: int = 10):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import check_int
 from ..errors import InputError
 
 __all__ = ["embedding_matrix", "embedding_pca", "nearest_neighbors", "analogy", "direction",
@@ -121,8 +122,7 @@ def nearest_neighbors(model, tokens, k: int = 5, metric: str = "dot", exclude_sp
 
     if metric not in ("dot", "cosine"):
         raise InputError(f"metric must be 'dot' or 'cosine', got {metric!r}", value=metric)
-    if int(k) != k or k < 1:
-        raise InputError(f"k must be an integer >= 1, got {k!r}", value=k, limit=1)
+    check_int("k", k, low=1, whole_floats=True)
     queries = [tokens] if isinstance(tokens, str) else list(tokens)
     if not queries:
         raise InputError("nearest_neighbors() needs at least one query token")
@@ -175,8 +175,7 @@ def analogy(model, a: str, b: str, c: str, k: int = 5, exclude_special: bool = T
     """
     import pandas as pd
 
-    if int(k) != k or k < 1:
-        raise InputError(f"k must be an integer >= 1, got {k!r}", value=k, limit=1)
+    check_int("k", k, low=1, whole_floats=True)
     E = embedding_matrix(model)
     ia, ib, ic = _ids(model, [a, b, c])
     target = E[ia] - E[ib] + E[ic]  # (C,)

@@ -9,6 +9,7 @@ import logging
 
 import numpy as np
 
+from ..checks import check_int
 from ..errors import InputError
 
 __all__ = ["ngram_windows", "unseen_share", "sparsity_curve"]
@@ -23,9 +24,7 @@ def ngram_windows(sequences, n: int, bos_id: int, eos_id: int | None) -> np.ndar
     ``</s>`` on the right (when ``eos_id`` is given), so the count of windows equals the count
     of scored tokens and the windows at a sentence start hold the ``<s>`` context.
     """
-    if isinstance(n, bool) or int(n) != n or n < 1:
-        raise InputError(f"n-gram order must be an integer >= 1, got {n!r}", value=n, limit=1)
-    n = int(n)
+    n = check_int("n-gram order", n, low=1, whole_floats=True)
     rows = []
     for seq in sequences:
         ids = np.asarray(seq, dtype=np.int64)

@@ -32,6 +32,8 @@ import math
 
 import numpy as np
 
+from ..optim import FlatArrays
+
 __all__ = ["param_shapes", "FlatParams", "decay_names", "BLOCK_KEYS"]
 
 _ALIGN = 16  # elements: every array starts on a 64-byte boundary (float32) for BLAS
@@ -69,7 +71,8 @@ def decay_names(names) -> list[str]:
 class FlatParams:
     """Named arrays that are views into one contiguous, 64-byte-aligned buffer.
 
-    ``flat`` is the buffer (gaps between arrays are zeros); ``arrays`` maps name -> view;
+    ``flat`` is the buffer (gaps between arrays are zeros); ``arrays`` maps name -> view (a
+    :class:`~seqprob.optim.FlatArrays`, so AdamW takes the buffer from it);
     ``slices`` maps name -> ``slice`` into ``flat``. An optimizer can update every parameter
     with one vectorized operation on ``flat``.
     """
@@ -83,7 +86,8 @@ class FlatParams:
         raw = np.zeros(offset + _ALIGN, dtype=dtype)
         shift = (-(raw.ctypes.data // raw.itemsize)) % _ALIGN
         self.flat = raw[shift:shift + offset]
-        self.arrays = {name: self.flat[s].reshape(shapes[name]) for name, s in self.slices.items()}
+        self.arrays = FlatArrays(self.flat, self.slices,
+                                 {name: self.flat[s].reshape(shapes[name]) for name, s in self.slices.items()})
 
 
 def init_params(arrays: dict, config, seed) -> None:

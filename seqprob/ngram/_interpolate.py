@@ -64,20 +64,18 @@ def smoothed_unigram_counts(counts: NGramCounts, vocab: Vocab) -> np.ndarray:
 
 
 def _zero_specials(a: np.ndarray, vocab: Vocab) -> None:
-    if vocab.bos_id is not None and vocab.bos_id != vocab.eos_id:
-        a[vocab.bos_id] = 0
+    vocab.mask_never_predicted(a, 0)
     if vocab.unk_id is not None:
         a[vocab.unk_id] = 0
 
 
 def _n_predictable(vocab: Vocab) -> int:
     """V' = the size of every row's support: the vocabulary without ``<s>``."""
-    return len(vocab) - (1 if vocab.bos_id is not None and vocab.bos_id != vocab.eos_id else 0)
+    return len(vocab) - (vocab.never_predicted_id is not None)
 
 
 def _forbid_bos(p: np.ndarray, vocab: Vocab) -> None:
-    if vocab.bos_id is not None and vocab.bos_id != vocab.eos_id:
-        p[vocab.bos_id] = 0.0
+    vocab.mask_never_predicted(p, 0.0)
 
 
 def interpolated_tables(counts: NGramCounts, vocab: Vocab, a: list, disc: list, extra: list) -> BackoffTables:

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..base import BaseLanguageModel
 from ..counts import NGramCounts, check_order, count_ngrams
+from ..checks import check_int
 from ..errors import InputError, fitted
 from ..tokenizers import Tokenizer, WhitespaceTokenizer
 from ..vocab import BOS, EOS, UNK, Vocab, check_ids
@@ -128,12 +129,8 @@ class NGramModel(BackoffLanguageModel):
     # ------------------------------------------------------------------ fitting
     def _check_params(self) -> None:
         check_order(self.order)
-        mc = self.min_count
-        if isinstance(mc, bool) or not isinstance(mc, (int, np.integer)) or mc < 1:
-            raise InputError(f"min_count must be an integer >= 1, got {mc!r}", value=mc, limit=1)
-        if not isinstance(self.chunk_chars, (int, np.integer)) or self.chunk_chars < 1:
-            raise InputError(f"chunk_chars must be an integer >= 1, got {self.chunk_chars!r}",
-                             value=self.chunk_chars, limit=1)
+        check_int("min_count", self.min_count, low=1)
+        check_int("chunk_chars", self.chunk_chars, low=1)
 
     def _reset(self) -> None:
         """Forget everything a previous ``fit`` learned (the attributes ending in ``_``)."""

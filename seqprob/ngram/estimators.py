@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from ..checks import check_real
 from ..counts import NGramCounts
 from ..errors import InputError
 from ..vocab import Vocab
@@ -12,20 +13,13 @@ from ._interpolate import (_n_predictable, count_of_counts, interpolated_tables,
                            relative_frequency_tables, resolve_discount, safe_log,
                            smoothed_unigram_counts)
 from .base import NGramModel
-from .tables import BackoffTables, ngram_rows, segments_of_batch
+from .tables import BackoffTables, expand_children, ngram_rows, segments_of_batch
 
 __all__ = ["MLE", "AddK", "Laplace", "AbsoluteDiscount", "WittenBell", "StupidBackoff"]
 
 
 def _check_positive(name: str, value, upper: float | None = None) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{name} must be a number > 0, got {value!r}", value=value) from None
-    if not math.isfinite(v) or v <= 0 or (upper is not None and v > upper):
-        limit = f"in (0, {upper}]" if upper is not None else "> 0"
-        raise InputError(f"{name} must be {limit}, got {value!r}", value=value, limit=upper or 0)
-    return v
+    return check_real(name, value, low=0, high=upper, low_open=True)
 
 
 class MLE(NGramModel):
@@ -227,7 +221,7 @@ class AddK(NGramModel):
         self.context_totals_ = [None] + [
             np.bincount(counts.prefix(m), weights=counts.counts[m - 1], minlength=len(counts.keys[m - 2]))
             for m in range(2, counts.order + 1)]
-        self._bos = vocab.bos_id if vocab.bos_id != vocab.eos_id else None
+        self._bos = vocab.never_predicted_id
         self.tables_ = self._unigram_tables(counts) if counts.order == 1 else None
 
     def _unigram_tables(self, counts: NGramCounts) -> BackoffTables:
@@ -299,13 +293,10 @@ class AddK(NGramModel):
                 continue
             lo = np.searchsorted(counts.keys[m - 1], ctx[pos] * V)
             hi = np.searchsorted(counts.keys[m - 1], (ctx[pos] + 1) * V)
-            n = hi - lo
-            r = np.repeat(pos, n)
-            child = np.repeat(lo - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
+            r, child = expand_children(pos, lo, hi)
             out[r, counts.keys[m - 1][child] % V] = safe_log(
                 (counts.counts[m - 1][child] + self.k_) / (total[r] + kv))
-        if self._bos is not None:
-            out[:, self._bos] = -np.inf
+        self.vocab_.mask_never_predicted(out, -np.inf)
         return out.reshape(B, T, V)
 
     def _context_size(self) -> int:

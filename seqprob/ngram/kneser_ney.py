@@ -41,8 +41,7 @@ def adjusted_counts(counts: NGramCounts, vocab: Vocab) -> list:
                 initial = counts.first(m) == vocab.bos_id
                 a[initial] = raw[initial]
         if m == 1:
-            if vocab.bos_id != vocab.eos_id:
-                a[vocab.bos_id] = 0
+            vocab.mask_never_predicted(a, 0)
             if vocab.unk_id is not None:
                 a[vocab.unk_id] = 0
         out.append(a)

@@ -10,21 +10,40 @@ Keys use the prefix-linked layout of :mod:`seqprob.counts`: ``key = prefix_row *
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
+from ..base import PrefixState
 from ..counts import KeyHash, child_bounds, lookup_keys
 
-__all__ = ["BackoffTables", "NGramState", "ngram_rows", "segments_of_batch"]
+__all__ = ["BackoffTables", "NGramState", "ngram_rows", "segments_of_batch", "expand_children"]
 
 
-@dataclass(frozen=True)
-class NGramState:
-    """Incremental state of an n-gram model: the last n-1 ids and the next-token log-probs."""
+#: The incremental state of an n-gram model is the one prefix state of every model (its
+#: ``ids`` are the last n-1 ids): the name is kept for existing imports.
+NGramState = PrefixState
 
-    ids: tuple
-    logprobs: np.ndarray = field(repr=False)
+
+def expand_children(pos: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+    """Every (position, child row) pair: position ``pos[i]`` once per row in ``[lo[i], hi[i])``.
+
+    The child rows of a context are a contiguous range of the sorted keys of the next order
+    (see :func:`seqprob.counts.child_bounds`); this flattens all ranges at once.
+
+    Returns
+    -------
+    (ndarray, ndarray)
+        ``r`` (N,) the repeated positions and ``child`` (N,) the rows, N = sum(hi - lo).
+
+    Examples
+    --------
+    >>> r, child = expand_children(np.array([7, 9]), np.array([2, 10]), np.array([4, 11]))
+    >>> r.tolist(), child.tolist()
+    ([7, 7, 9], [2, 3, 10])
+    """
+    n = hi - lo  # (P,)
+    r = np.repeat(pos, n)  # (N,)
+    child = np.repeat(lo - np.cumsum(n) + n, n) + np.arange(int(n.sum()))  # (N,)
+    return r, child
 
 
 def segments_of_batch(batch: np.ndarray):
@@ -151,10 +170,7 @@ class BackoffTables:
             if not len(pos):
                 continue
             out[pos] += self.logbow[m - 2][ctx][:, None]
-            lo, hi = self.children(m, ctx)
-            n = hi - lo
-            r = np.repeat(pos, n)
-            child = np.repeat(lo - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
+            r, child = expand_children(pos, *self.children(m, ctx))
             out[r, self.keys[m - 1][child] % V] = self.logp[m - 1][child]
         return out.reshape(B, T, V)
 

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from ..checks import check_int
 from ..errors import InputError
 from ._style import (IMPOSSIBLE_COLOR, check_frame, color, finish, finite_max, mark_impossible,
                      new_axes, new_figure)
@@ -223,8 +224,7 @@ def next_token(logprobs, tokens=None, temperatures=(0.5, 1.0, 2.0), k: int = 10,
     temperatures = list(temperatures)
     if not temperatures:
         raise InputError("next_token() needs at least one temperature")
-    if int(k) != k or k < 1:
-        raise InputError(f"k must be an integer >= 1, got {k!r}", value=k, limit=1)
+    check_int("k", k, low=1, whole_floats=True)
     labels = _token_labels(tokens, row.size)
     top = np.argsort(-row, kind="stable")[: min(int(k), row.size)]
     ax = new_axes(ax, figsize=(max(6.4, 0.55 * len(top) * len(temperatures) ** 0.5), 4.0))
@@ -266,8 +266,7 @@ def lookup_table(vocab_sizes=(27, 1_000, 50_257), max_length: int = 100, ax=None
     sizes = [vocab_sizes] if isinstance(vocab_sizes, (int, np.integer)) else list(vocab_sizes)
     if not sizes:
         raise InputError("lookup_table() needs at least one vocabulary size")
-    if int(max_length) != max_length or max_length < 1:
-        raise InputError(f"max_length must be an integer >= 1, got {max_length!r}", value=max_length, limit=1)
+    check_int("max_length", max_length, low=1, whole_floats=True)
     ax = new_axes(ax)
     T = np.arange(1, int(max_length) + 1)
     for i, V in enumerate(sizes):

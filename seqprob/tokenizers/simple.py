@@ -1,10 +1,10 @@
 """Word-level and character-level tokenizers with ``<unk>``, ``<s>``, ``</s>``."""
 from __future__ import annotations
 
-import numbers
 from collections import Counter
 from typing import Iterable
 
+from ..checks import check_int
 from ..errors import InputError
 from ..vocab import BOS, EOS, UNK, Vocab, check_ids
 from .base import Tokenizer, check_text, iter_texts, register_tokenizer
@@ -34,9 +34,7 @@ class _UnitTokenizer(Tokenizer):
     @classmethod
     def _fit(cls, texts, min_count, what: str, sort: bool):
         """Count the units of ``texts``; keep those seen >= ``min_count`` times."""
-        if isinstance(min_count, bool) or not isinstance(min_count, numbers.Integral) or min_count < 1:
-            raise InputError(f"min_count must be an integer >= 1, got {min_count!r}",
-                             value=min_count, limit=1)
+        check_int("min_count", min_count, low=1)
         counts: Counter = Counter()
         for text in iter_texts(texts, what):
             units = cls._split(text)

@@ -18,6 +18,7 @@ from scipy.sparse.linalg import spsolve
 
 from .._io import atomic_write
 from ..base import BaseLanguageModel
+from ..checks import check_int
 from ..errors import GrammarError, InputError
 from ..tokenizers import WhitespaceTokenizer
 from ..vocab import BOS, EOS, UNK, Vocab, check_ids
@@ -191,8 +192,8 @@ class ProbabilisticGrammar(BaseLanguageModel):
         self._uniform[self._real_tokens()] = -math.log(V - 2)
 
     def _real_tokens(self) -> np.ndarray:
-        mask = np.ones(len(self.vocab_), dtype=bool)
-        mask[[self.vocab_.unk_id, self.vocab_.bos_id]] = False
+        mask = self.vocab_.predictable_mask()  # (V,)
+        mask[self.vocab_.unk_id] = False
         return mask
 
     def _build_sampler(self, S: int) -> None:
@@ -451,9 +452,7 @@ class ProbabilisticGrammar(BaseLanguageModel):
 
 
 def _check_count(n, name: str) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise InputError(f"{name} must be a positive integer, got {n!r}", value=n, limit=1)
-    return int(n)
+    return check_int(name, n, low=1)
 
 
 # ------------------------------------------------ this family joins the model registry

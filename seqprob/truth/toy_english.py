@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .._io import atomic_write
+from ..checks import check_int
 from ..errors import InputError
 from .grammar import ProbabilisticGrammar
 
@@ -309,8 +310,7 @@ def agreement_pairs(n: int = 200, seed=0, kinds=("object_relative", "subject_rel
     bad = set(kinds) - {"object_relative", "subject_relative", "pp"}
     if bad or not kinds:
         raise InputError(f"unknown agreement kinds {sorted(bad)}: use object_relative, subject_relative, pp")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise InputError(f"n must be a positive integer, got {n!r}", value=n, limit=1)
+    check_int("n", n, low=1)
     rng = np.random.default_rng(seed)
     return [_one_pair(rng, i, kinds, attractor) for i in range(n)]
 
