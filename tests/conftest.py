@@ -12,7 +12,14 @@ settings.register_profile("ci", derandomize=True, max_examples=40, deadline=None
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=60, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", max_examples=400, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+# The default profile's max_examples sets the pace of the default run; slow tests ask for a
+# share of it with budget.examples(n), so HYPOTHESIS_PROFILE=dev/thorough raises every test.
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# fixture generators import torch/transformers: not part of the suite (nor of --doctest-modules)
+collect_ignore = ["fixtures"]
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from seqprob.analysis.calibration import calibration, expected_calibration_error, reliability_table
 from seqprob.analysis.embeddings import (analogy, default_pairs, direction, embedding_directions,
                                          embedding_pca, nearest_neighbors)
@@ -19,7 +20,7 @@ from small_models import LINES, gpt, tok  # noqa: E402,F401 - shared data and fi
 
 
 # --------------------------------------------------------------------------- lens
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 @given(st.lists(st.sampled_from(["the", "cat", "sat", "on", "mat", "dog", "zz"]), min_size=1, max_size=8))
 def test_logit_lens_last_layer_is_the_model(gpt, tok, words):
     text = " ".join(words)
@@ -114,7 +115,7 @@ def test_pairs_and_directions(gpt):
 
 
 # --------------------------------------------------------------------------- calibration
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(st.lists(st.tuples(st.floats(0, 1), st.booleans()), min_size=1, max_size=60), st.integers(1, 12))
 def test_ece_bounds_and_counts(pairs, n_bins):
     p, c = zip(*pairs)
@@ -159,7 +160,7 @@ def test_calibration_bad_input(gpt):
 seqs = st.lists(st.lists(st.integers(3, 7), min_size=0, max_size=6), min_size=1, max_size=6)
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(seqs, seqs)
 def test_unseen_share_is_monotone_in_order(train, held):
     shares = [unseen_share(train, held, n, bos_id=1, eos_id=2) for n in (1, 2, 3, 4)]

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from seqprob.analysis.truth import (agreement_test, cross_entropy, kl_per_token, sentence_logprobs,
                                     true_entropy)
 from seqprob.base import BaseLanguageModel
@@ -105,7 +106,7 @@ def test_cross_entropy_with_unknown_words_is_inf_not_a_crash(truth):
     assert ce.per_token == math.inf and ce.per_token_stderr == math.inf
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(st.lists(st.integers(0, 299), min_size=1, max_size=12))
 def test_sentence_logprobs_batched_equals_one_by_one(indices):
     truth = toy_english()

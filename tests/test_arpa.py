@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from budget import examples
 from seqprob.arpa import ArpaModel, read_arpa, write_arpa
 from seqprob.errors import ArpaFormatError, InputError, SeqProbFileError
 from seqprob.functional import LN10, logsumexp
@@ -29,7 +30,7 @@ def _write(tmp_path, text: str, name="m.arpa"):
 
 @pytest.mark.parametrize("cls", WRITABLE)
 @given(lines=corpora, order=st.integers(1, 4), probe=st.lists(st.sampled_from("abcdz"), max_size=6))
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 def test_round_trip(tmp_path_factory, cls, lines, order, probe):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DiscountFallbackWarning)

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from seqprob.errors import CheckpointError, SeqProbFileError
 from seqprob.gpt import GPT, GPTConfig
 from seqprob.gpt import checkpoint as ck
@@ -33,7 +34,7 @@ def rewrite_tensors(folder, stem, change):
     (folder / "manifest.json").write_text(json.dumps(manifest))
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(seed=st.integers(0, 1000), dtype=st.sampled_from(["float32", "float64"]),
        tie=st.booleans(), bias=st.booleans())
 def test_round_trip_params_config(tmp_path_factory, seed, dtype, tie, bias):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from budget import examples
 import seqprob as sp
 from seqprob import ngram
 
@@ -70,7 +71,7 @@ def model(request, tmp_path_factory):
         return MODELS[request.param](tok, tmp_path_factory)
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(seed=st.integers(0, 10_000), length=st.integers(2, 7))
 def test_rows_gather_causal_batched_cached(model, seed, length):
     rng = np.random.default_rng(seed)
@@ -94,4 +95,9 @@ def test_first_token_is_scored(model):
     tok = getattr(model, "tokenizer", None) or sp.WhitespaceTokenizer(model.vocab)
     df = sp.score({"m": model}, ["a c"], tokenizer=tok)
     assert df.position.tolist()[0] == 1 and df.token.tolist()[0] == "a"
-    assert np.isfinite(df.logprob.iloc[0]) or model.vocab.id("a") is not None
+    first = model.vocab.lookup("a") if "a" in model.vocab or model.vocab.unk_id is not None else None
+    if first is None:  # no "a" and no <unk>: P(a | <s>) = 0, shown as -inf with the token named
+        assert df.logprob.iloc[0] == -np.inf
+    else:  # the real conditional P(x_1 | x_0) from the model's full row, never a placeholder
+        expected = model.logprobs([model.vocab.bos_id])[0][first]
+        assert df.logprob.iloc[0] == pytest.approx(expected, rel=1e-6, abs=1e-9)

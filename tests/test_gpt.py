@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from seqprob.errors import ContextLengthError, InputError, SeqProbError, TokenIdError
 from seqprob.gpt import GPT, GPTConfig
 from seqprob.vocab import Vocab
@@ -72,7 +73,7 @@ def test_param_counts_gpt2_small_is_124m():
     assert GPTConfig.preset("gpt2-small").n_params() == 124_439_808
 
 
-@settings(max_examples=20)
+@settings(max_examples=examples(20))
 @given(spec=configs)
 def test_param_counts_match_allocated_model(spec):
     model = from_spec(spec)
@@ -109,7 +110,7 @@ def test_initialization_gpt2_style_and_seeded():
 
 
 # ----------------------------------------------------------------------------- contract
-@settings(max_examples=20)
+@settings(max_examples=examples(20))
 @given(spec=configs, data=st.data())
 def test_rows_are_distributions_and_batched_equals_unbatched(spec, data):
     model = from_spec(spec)
@@ -126,7 +127,7 @@ def test_rows_are_distributions_and_batched_equals_unbatched(spec, data):
     np.testing.assert_allclose(tok, picked, atol=1e-12)
 
 
-@settings(max_examples=20)
+@settings(max_examples=examples(20))
 @given(spec=configs, data=st.data())
 def test_causality(spec, data):
     model = from_spec(spec)
@@ -139,7 +140,7 @@ def test_causality(spec, data):
     np.testing.assert_allclose(model.logprobs(ids)[:t], model.logprobs(changed)[:t], atol=1e-13)
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(spec=configs, data=st.data())
 def test_right_padded_ragged_batch_equals_unpadded(spec, data):
     model = from_spec(spec)
@@ -155,7 +156,7 @@ def test_right_padded_ragged_batch_equals_unpadded(spec, data):
         np.testing.assert_allclose(out[i, :len(s)], model.logprobs(s), atol=1e-12)
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(spec=configs, data=st.data())
 def test_cached_equals_uncached_including_past_block_size(spec, data):
     model = from_spec(spec)
@@ -189,7 +190,7 @@ def test_states_are_values():
 
 
 # ----------------------------------------------------------------------------- sliding window
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(spec=configs, data=st.data())
 def test_sliding_window_scores_every_token_once(spec, data):
     model = from_spec(spec)
@@ -211,7 +212,7 @@ def test_sliding_window_scores_every_token_once(spec, data):
     np.testing.assert_allclose(tok, rows[np.arange(n - 1), ids[1:]], atol=1e-12)
 
 
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 @given(spec=configs, data=st.data())
 def test_sliding_window_padded_batch_equals_each_sequence(spec, data):
     model = from_spec(spec)
@@ -268,7 +269,7 @@ def _check_model_grads(model, batch, mask=None, rng_seed=None, per_param=4, tol=
     return loss
 
 
-@settings(max_examples=12)
+@settings(max_examples=examples(12))
 @given(spec=configs, B=st.integers(1, 2), data=st.data())
 def test_loss_and_grads_match_finite_differences(spec, B, data):
     model = from_spec(spec)

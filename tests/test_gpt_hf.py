@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from seqprob.errors import CheckpointError, InputError, SeqProbFileError
 from seqprob.gpt import GPT
 from seqprob.gpt.safetensors import load_file, read_header, save_file
@@ -163,7 +164,7 @@ def test_tokenizer_vocab_size_checked():
 dtypes = st.sampled_from(["float32", "float64", "float16", "int64", "int32", "uint8", "bool", "int8"])
 
 
-@settings(max_examples=25)
+@settings(max_examples=examples(25))
 @given(spec=st.lists(st.tuples(dtypes, st.lists(st.integers(0, 4), max_size=3)), min_size=1, max_size=4),
        seed=st.integers(0, 100))
 def test_safetensors_round_trip(tmp_path_factory, spec, seed):

@@ -52,9 +52,9 @@ def test_mkn_reproduces_every_ngram_of_lmplz(n, kenlm_models, mkn_models):
         np.testing.assert_array_equal(ref.keys[m - 1], ours.keys[m - 1])  # the same n-gram set
         a, b = ref.logp[m - 1] / LN10, ours.logp[m - 1] / LN10
         np.testing.assert_array_equal(np.isfinite(a), np.isfinite(b))
-        np.testing.assert_allclose(b[np.isfinite(b)], a[np.isfinite(a)], atol=1e-5, rtol=0)
+        np.testing.assert_allclose(b[np.isfinite(b)], a[np.isfinite(a)], atol=1e-6, rtol=0)
         if m < n:
-            np.testing.assert_allclose(ours.logbow[m - 1] / LN10, ref.logbow[m - 1] / LN10, atol=1e-5, rtol=0)
+            np.testing.assert_allclose(ours.logbow[m - 1] / LN10, ref.logbow[m - 1] / LN10, atol=1e-6, rtol=0)
 
 
 def test_discounts_are_those_lmplz_printed(mkn_models):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
+from budget import examples
 import contract
 from seqprob.errors import InputError, NotFittedError, SeqProbError
 from seqprob.functional import logsumexp
@@ -87,7 +88,7 @@ def test_not_fitted(cls):
 
 @pytest.mark.parametrize("cls", NORMALIZED)
 @given(lines=corpora, order=st.integers(1, 4), data=st.data())
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 def test_rows_sum_to_one_in_seen_and_unseen_contexts(cls, lines, order, data):
     model = fit(cls, lines, order)
     V = len(model.vocab)
@@ -104,7 +105,7 @@ def test_rows_sum_to_one_in_seen_and_unseen_contexts(cls, lines, order, data):
 
 @pytest.mark.parametrize("cls", SMOOTHED)
 @given(lines=corpora, order=st.integers(1, 4), data=st.data())
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 def test_every_in_vocab_token_has_finite_logprob(cls, lines, order, data):
     model = fit(cls, lines, order)
     preds = contract.predictable_ids(model)
@@ -114,7 +115,7 @@ def test_every_in_vocab_token_has_finite_logprob(cls, lines, order, data):
 
 
 @given(lines=corpora, order=st.integers(1, 4))
-@settings(max_examples=25)
+@settings(max_examples=examples(25))
 def test_mle_equals_count_ratios(lines, order):
     model = fit(MLE, lines, order)
     c, v = model.counts_, model.vocab
@@ -142,7 +143,7 @@ def test_mle_unseen_event_is_zero_and_unseen_context_backs_off():
 
 @pytest.mark.parametrize("cls", NORMALIZED)
 @given(lines=corpora, order=st.integers(1, 3))
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 def test_chain_rule_over_all_sentences(cls, lines, order):
     """sum_{k <= L} sum_{w in W^k} P(w </s>) + sum_{w in W^{L+1}} P(w) == 1."""
     model = fit(cls, lines, order)

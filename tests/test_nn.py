@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from seqprob import nn
 
 EPS = 1e-6
@@ -31,7 +32,7 @@ shapes = st.tuples(st.integers(1, 3), st.integers(1, 4), st.integers(1, 5))
 seeds = st.integers(0, 2**16)
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(shape=shapes, n_out=st.integers(1, 4), bias=st.booleans(), seed=seeds)
 def test_linear_backward(shape, n_out, bias, seed):
     rng = np.random.default_rng(seed)
@@ -51,7 +52,7 @@ def test_linear_backward(shape, n_out, bias, seed):
         assert db is None
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(shape=st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(2, 6)), bias=st.booleans(), seed=seeds)
 def test_layer_norm_backward(shape, bias, seed):
     rng = np.random.default_rng(seed)
@@ -70,7 +71,7 @@ def test_layer_norm_backward(shape, bias, seed):
         close(db, numgrad(f, b), 1e-5)
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(shape=shapes, seed=seeds)
 def test_gelu_backward(shape, seed):
     rng = np.random.default_rng(seed)
@@ -102,7 +103,7 @@ def _attention_ref(qkv, H):
     return (p @ v).transpose(0, 2, 1, 3).reshape(B, T, C)
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(B=st.integers(1, 2), T=st.integers(1, 5), H=st.integers(1, 3), hd=st.integers(1, 3), seed=seeds)
 def test_attention_backward(B, T, H, hd, seed):
     rng = np.random.default_rng(seed)
@@ -123,7 +124,7 @@ def test_attention_is_causal():
     close(y1[0, :4], y2[0, :4], 1e-14)
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(N=st.integers(1, 6), V=st.integers(2, 7), masked=st.booleans(), seed=seeds)
 def test_cross_entropy_backward(N, V, masked, seed):
     rng = np.random.default_rng(seed)
@@ -142,7 +143,7 @@ def test_cross_entropy_backward(N, V, masked, seed):
     close(fused_grad, grad, 1e-12)
 
 
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 @given(N=st.integers(1, 8), V=st.integers(1, 5), C=st.integers(1, 3), seed=seeds)
 def test_embedding_backward(N, V, C, seed):
     rng = np.random.default_rng(seed)

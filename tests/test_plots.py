@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from budget import examples
 from seqprob import plots  # noqa: E402
 from seqprob.analysis.calibration import reliability_table  # noqa: E402
 from seqprob.analysis.embeddings import analogy, embedding_directions, embedding_pca  # noqa: E402
@@ -106,7 +107,7 @@ def test_sentence_comparison_grid(scored):
         _labels_have_units(ax)
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(st.lists(st.one_of(st.floats(-30, 0), st.just(-math.inf), st.just(math.nan)), min_size=1, max_size=8))
 def test_surprisal_never_drops_values_silently(values):
     n = len(values)

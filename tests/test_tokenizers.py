@@ -23,18 +23,17 @@ from seqprob.tokenizers.tiktoken_io import (ENDOFTEXT, GPT2_PATTERN, KNOWN_ENCOD
                                             expected_cache_path, parse_tiktoken, read_tiktoken_file,
                                             tiktoken_cache_dir, write_tiktoken_file)
 
-GENESIS = "/work/shared/reference/kenlm/genesis.train.txt"
+GENESIS = Path(__file__).parent / "fixtures" / "kenlm" / "genesis.train.txt"
 CORPUS = ["the cat sat on the mat", "the dog sat on the log", "a cat and a dog",
           "Hello, World! It's 2024: naïve café, 東京 ☃ 🐍", "tabs\tand\nnewlines  and   spaces"] * 5
 BYTE_RANKS = {bytes([i]): i for i in range(256)}
 
 
 def _genesis(n_chars: int) -> str:
-    try:
-        with open(GENESIS, encoding="utf-8") as handle:
-            return handle.read(n_chars)
-    except OSError:  # the shared fixture is absent outside the project's machines
-        return " ".join(CORPUS * 40)[:n_chars]
+    with open(GENESIS, encoding="utf-8") as handle:  # a fixture of the repository: always there
+        text = handle.read(n_chars)
+    assert len(text) == n_chars, f"{GENESIS} is shorter than {n_chars} characters"
+    return text
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
+from budget import examples
 from seqprob.errors import FileFormatError, GrammarError, InputError, SeqProbFileError, TokenIdError
 from seqprob.functional import logsumexp
 from seqprob.protocols import LanguageModel
@@ -215,7 +216,7 @@ def test_chain_rule_batched_cached_and_causal(spec, words):
         np.testing.assert_allclose(g.logprobs(other)[:-1], rows[:-1], rtol=1e-13, atol=1e-13)
 
 
-@settings(max_examples=25)
+@settings(max_examples=examples(25))
 @given(grammar_specs(), st.integers(1, 4))
 def test_total_probability_up_to_length_plus_unfinished_is_one(spec, max_len):
     g = ProbabilisticGrammar(spec)
@@ -301,7 +302,7 @@ def test_sampling_matches_p_star_chi_square():
     assert k > 20 and result.pvalue > 1e-3, result
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(grammar_specs(max_words=2), st.integers(0, 10**6))
 def test_sampling_matches_p_star_on_random_grammars(spec, seed):
     g = ProbabilisticGrammar(spec)
@@ -318,7 +319,7 @@ def test_sample_is_seeded_and_words_only():
 
 
 # ---------------------------------------------------------------- entropy
-@settings(max_examples=20)
+@settings(max_examples=examples(20))
 @given(grammar_specs(deterministic=True))
 def test_exact_entropy_agrees_with_monte_carlo(spec):
     g = ProbabilisticGrammar(spec)
