@@ -23,10 +23,32 @@ def build_parser() -> argparse.ArgumentParser:
         description="A language model is a probability distribution over sequences: "
                     "score, sample, fit and compare models.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    parser.add_argument("--version", action="version", version=f"seqprob {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
         importlib.import_module(f".{name}", __name__).register(sub)
     return parser
+
+
+def _version() -> str:
+    from ... import __version__
+
+    return __version__
+
+
+def _parse(parser: argparse.ArgumentParser, argv):
+    """Parse ``argv``; an unknown option is reported with the usage of its sub-command (not
+    the top-level usage, which would not show the options that exist)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        command = sub.choices.get(getattr(args, "command", None) or "", parser)
+        nested = getattr(args, f"{args.command}_command", None) if args.command else None
+        inner = next((a for a in command._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if nested and inner is not None:
+            command = inner.choices.get(nested, command)
+        command.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def _one_line_warning(command: str):
@@ -40,7 +62,7 @@ def _one_line_warning(command: str):
 def main(argv=None) -> int:
     """Entry point of the ``seqprob`` console script; returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     if not getattr(args, "func", None):

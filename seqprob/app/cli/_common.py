@@ -53,18 +53,65 @@ def _fmt_cell(value) -> str:
     return str(value)
 
 
+#: Units shown in the terminal table's headers (CSV and JSON keep the plain column names).
+HEADER_UNITS = {"logprob": "logprob (nats)", "log10prob": "log10prob (log10)",
+                "surprisal_bits": "surprisal (bits)", "entropy_bits": "entropy (bits)",
+                "bits_per_token": "bits/token", "bits_per_char": "bits/char",
+                "train_loss": "train_loss (nats/token)", "val_loss": "val_loss (nats/token)",
+                "tokens": "tokens (count)", "n_tokens": "n_tokens (count)"}
+#: Longest text cell of the terminal table; longer ones end in "…" (CSV/JSON keep them whole).
+MAX_CELL = 40
+
+
+def _clip(value, width: int = MAX_CELL) -> str:
+    text = str(value)
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def table_text(df) -> str:
+    """``df`` as an aligned terminal table: numbers right-aligned with 4 decimals, text left-
+    aligned and cut to :data:`MAX_CELL` characters, units in the headers."""
+    view = df.rename(columns={c: HEADER_UNITS.get(c, c) for c in df.columns})
+    formatters = {}
+    for name, column in zip(view.columns, df.columns):
+        if df[column].dtype.kind == "f":
+            formatters[name] = _fmt_cell
+        elif df[column].dtype.kind == "O":
+            cells = df[column].map(_clip)
+            width = max([len(name), *cells.map(len)]) if len(cells) else len(name)
+            view[name] = cells
+            formatters[name] = (lambda w: lambda s: f"{s:<{w}}")(width)
+    return view.to_string(index=False, formatters=formatters, justify="left")
+
+
+def frame_records(df) -> list:
+    """JSON-ready records of ``df`` (-inf/inf/nan kept as strings)."""
+    return [{k: _json_value(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
+
+
 def print_frame(df, fmt: str, file=None) -> None:
-    """Print a DataFrame as an aligned table, CSV or JSON records (-inf kept as a string)."""
+    """Print a DataFrame as an aligned table (see :func:`table_text`), CSV or JSON records."""
     out = file or sys.stdout
     if fmt == "csv":
         df.to_csv(out, index=False)
     elif fmt == "json":
-        records = [{k: _json_value(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
-        json.dump(records, out, indent=1)
+        json.dump(frame_records(df), out, indent=1)
         out.write("\n")
     else:
-        out.write(df.to_string(index=False, formatters={c: _fmt_cell for c in df.columns
-                                                        if df[c].dtype.kind == "f"}) + "\n")
+        out.write(table_text(df) + "\n")
+
+
+def print_document(parts: dict, fmt: str, csv_key: str | None = None, file=None) -> None:
+    """Several tables as ONE document: a JSON object of name -> records, or for CSV the one
+    table ``parts[csv_key]`` (the others are for the terminal), or titled terminal tables."""
+    out = file or sys.stdout
+    if fmt == "json":
+        json.dump({name: frame_records(df) for name, df in parts.items()}, out, indent=1)
+        out.write("\n")
+    elif fmt == "csv":
+        parts[csv_key].to_csv(out, index=False)
+    else:
+        out.write("\n\n".join(f"{name}:\n{table_text(df)}" for name, df in parts.items()) + "\n")
 
 
 def _json_value(value):
@@ -85,3 +132,22 @@ def read_texts(args_texts, file_arg: str | None) -> list:
     if not texts:
         raise InputError("no text given: pass TEXT arguments or --file FILE")
     return texts
+
+
+#: Share of unknown tokens above which score and ppl warn.
+OOV_WARN_SHARE = 0.2
+
+
+def warn_unknown(n_oov: int, n_tokens: int, model, default: bool) -> None:
+    """Warn (one line on stderr through ``warnings``) when many tokens are not in the model's
+    vocabulary: their log P is that of ``<unk>`` (or -inf), so the figures say little."""
+    import warnings
+
+    if n_tokens == 0 or n_oov / n_tokens <= OOV_WARN_SHARE:
+        return
+    words = [w for w in model.vocab.tokens if w.isalpha()]
+    what = (f"the default model knows the toy language only: {len(model.vocab)} lower-case words "
+            f"(case-sensitive, no punctuation) such as {', '.join(words[:8])} (try 'seqprob sample' to see its sentences)"
+            if default else f"the model's vocabulary has {len(model.vocab)} tokens")
+    warnings.warn(f"{n_oov} of {n_tokens} tokens ({n_oov / n_tokens:.0%}) are not in the vocabulary "
+                  f"and are scored as <unk>; {what}", UserWarning, stacklevel=2)

@@ -1,7 +1,8 @@
 """``seqprob ppl``: corpus perplexity with KenLM's and SRILM's conventions."""
 from __future__ import annotations
 
-from ._common import add_model_options, add_format_option, load_model, load_tokenizer_arg, print_frame
+from ._common import (add_format_option, add_model_options, load_model, load_tokenizer_arg, print_document,
+                      print_frame, warn_unknown)
 
 
 def register(sub) -> None:
@@ -13,7 +14,9 @@ def register(sub) -> None:
                     "OOVs and SRILM's ppl / ppl1. Blank lines are skipped (and counted).")
     p.add_argument("test", metavar="TEST", help="test corpus")
     add_model_options(p)
-    p.add_argument("--per-sentence", action="store_true", help="also print one line per sentence")
+    p.add_argument("--per-sentence", action="store_true",
+                   help="also one row per sentence (json: one object {sentences, corpus}; csv: the "
+                        "per-sentence table only)")
     add_format_option(p)
     p.set_defaults(func=run)
 
@@ -28,12 +31,8 @@ def run(args) -> int:
     lines = list(read_lines(args.test))
     model = load_model(args.model)
     tok = load_tokenizer_arg(args.tokenizer, model)
-    if args.per_sentence:
-        kept = [t for t in lines if t]
-        per = summarize(score({"model": model}, kept, tokenizer=tok, distribution=False))
-        per = per.rename(columns={"seq": "sentence", "n_tokens": "tokens", "n_oov": "oovs"})
-        print_frame(per[["sentence", "tokens", "oovs", "log10prob", "perplexity", "text"]], args.format)
     ev = evaluate(model, lines, tokenizer=tok)
+    warn_unknown(ev.n_oov, ev.n_tokens, model, default=args.model is None)
     rows = [("sentences", ev.n_sentences), ("words", ev.n_words), ("OOVs", ev.n_oov),
             ("zero-probability words", ev.n_zeros), ("tokens scored", ev.n_tokens),
             ("log10 total", ev.log10prob), ("perplexity including OOVs (KenLM)", ev.perplexity),
@@ -41,5 +40,12 @@ def run(args) -> int:
             ("ppl (SRILM)", ev.ppl), ("ppl1 (SRILM)", ev.ppl1), ("bits per token", ev.bits_per_token)]
     if ev.n_skipped_empty:  # KenLM's query would score each as a sentence of just </s>
         rows.append(("blank lines skipped", ev.n_skipped_empty))
-    print_frame(pd.DataFrame(rows, columns=["figure", "value"], dtype=object), args.format)
+    corpus = pd.DataFrame(rows, columns=["figure", "value"], dtype=object)
+    if not args.per_sentence:
+        print_frame(corpus, args.format)
+        return 0
+    per = summarize(score({"model": model}, [t for t in lines if t], tokenizer=tok, distribution=False))
+    per = per.rename(columns={"seq": "sentence", "n_tokens": "tokens", "n_oov": "oovs"})
+    per = per[["sentence", "tokens", "oovs", "log10prob", "perplexity", "text"]]
+    print_document({"sentences": per, "corpus": corpus}, args.format, csv_key="sentences")
     return 0

@@ -25,6 +25,10 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _progress(message: str) -> None:
+    print(f"seqprob report: {message}", file=sys.stderr, flush=True)
+
+
 def run(args) -> int:
     from ..._io import ensure_writable_dir
     from ..report import build_report
@@ -32,6 +36,6 @@ def run(args) -> int:
     ensure_writable_dir(args.out)  # fail before loading anything
     model = load_model(args.model) if args.model else None
     path = build_report(args.out, model=model, corpus=args.corpus, quick=args.quick, seed=args.seed,
-                        model_name=args.model, only=args.only)
+                        model_name=args.model, only=args.only, progress=_progress)
     print(f"report written: {path}", file=sys.stdout)
     return 0

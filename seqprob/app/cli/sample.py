@@ -1,7 +1,7 @@
 """``seqprob sample``: draw text from a model with temperature, top-k and top-p."""
 from __future__ import annotations
 
-from ._common import add_model_options, load_model, load_tokenizer_arg
+from ._common import add_format_option, add_model_options, load_model, load_tokenizer_arg, print_frame
 
 
 def register(sub) -> None:
@@ -19,6 +19,9 @@ def register(sub) -> None:
     p.add_argument("--top-p", type=float, help="sample only within the nucleus of mass p")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--no-stop", action="store_true", help="keep going after </s>")
+    p.add_argument("--format", choices=("text", "table", "csv", "json"), default="text",
+                   help="text: one sample per line (default); table / csv / json: one row per "
+                        "sample with its seed and settings")
     p.set_defaults(func=run)
 
 
@@ -30,6 +33,14 @@ def run(args) -> int:
     texts = sample(model, args.prompt, tokenizer=tok, max_new_tokens=args.max_new_tokens,
                    temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                    seed=args.seed, stop_at_eos=not args.no_stop, n=args.num_samples)
-    for text in texts:
-        print(text)
+    if args.format == "text":
+        for text in texts:
+            print(text)
+        return 0
+    import pandas as pd
+
+    rows = [{"sample": i, "prompt": args.prompt, "text": text, "seed": args.seed,
+             "temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p}
+            for i, text in enumerate(texts)]
+    print_frame(pd.DataFrame(rows, columns=list(rows[0]) if rows else ["sample", "text"]), args.format)
     return 0

@@ -1,7 +1,8 @@
 """``seqprob score``: per-token log-probabilities of texts under a model."""
 from __future__ import annotations
 
-from ._common import add_model_options, add_format_option, load_model, load_tokenizer_arg, print_frame, read_texts
+from ._common import (add_format_option, add_model_options, load_model, load_tokenizer_arg, print_frame,
+                      read_texts, warn_unknown)
 
 
 def register(sub) -> None:
@@ -30,8 +31,10 @@ def run(args) -> int:
     texts = read_texts(args.texts, args.file)
     model = load_model(args.model)
     tok = load_tokenizer_arg(args.tokenizer, model)
+    shown = not (args.no_distribution or args.summary)  # the summary shows no entropy or rank
     df = score({args.model or "default": model}, texts, tokenizer=tok,
-               bos=not args.no_bos, eos=not args.no_eos, distribution=not args.no_distribution)
+               bos=not args.no_bos, eos=not args.no_eos, distribution=shown)
+    warn_unknown(int(df["is_oov"].sum()), len(df), model, default=args.model is None)
     if args.summary:
         df = summarize(df)[["model", "seq", "text", "n_tokens", "n_oov", "logprob", "log10prob",
                             "perplexity", "bits_per_token", "bits_per_char"]]

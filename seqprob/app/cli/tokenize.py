@@ -12,6 +12,7 @@ __all__ = ["register", "resolve_tokenizer", "tokenize_table"]
 _EPILOG = """\
 tokenizers:
   PATH          a tokenizer saved by seqprob (JSON) or a .tiktoken file
+  FOLDER        a model folder (e.g. from 'seqprob train'): its tokenizer.json
   char, word    character / whitespace tokenizer fitted on the given texts
   NAME          a tiktoken encoding (gpt2, r50k_base, p50k_base, p50k_edit, cl100k_base,
                 o200k_base, o200k_harmony), read offline from TIKTOKEN_CACHE_DIR
@@ -56,7 +57,21 @@ def resolve_tokenizer(spec: str | None, texts=None):
         return WhitespaceTokenizer.fit(texts or [])
     if Path(spec).is_file():
         return load_tokenizer(spec)
+    if Path(spec).is_dir():
+        return _folder_tokenizer(Path(spec))
     return TiktokenTokenizer(spec)
+
+
+def _folder_tokenizer(folder):
+    """The tokenizer saved in a model folder (``tokenizer.json``, as ``seqprob train`` writes)."""
+    from ...errors import SeqProbFileError
+    from ...tokenizers import load_tokenizer
+
+    path = folder / "tokenizer.json"
+    if not path.is_file():
+        raise SeqProbFileError(f"folder {str(folder)!r} has no tokenizer.json: pass the tokenizer "
+                               "file itself, or a model folder written by 'seqprob train'", path=str(folder))
+    return load_tokenizer(path)
 
 
 def tokenize_table(tokenizer, texts):

@@ -12,6 +12,7 @@ uses it and ``--resume`` continues an interrupted run exactly.
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +54,8 @@ def register(sub) -> None:
                    help="fraction of the token stream held out for validation (default 0.1)")
     p.add_argument("--eval-every", type=int, help="steps between evaluations (default steps/10)")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in OUTPUT")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing OUTPUT folder (without it, train refuses to overwrite)")
     p.add_argument("--history", help="also write the per-step history to this CSV file")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_format_option(p)
@@ -120,10 +123,11 @@ def run(args) -> int:
     from ...gpt import GPT, GPTConfig
     from ...training import train
 
+    out = Path(args.output)
+    _check_output(out, args.resume, args.force)
     texts = _read_corpus(args.corpus, args.raw)
     if not texts:
         raise InputError(f"corpus {args.corpus!r} holds no text")
-    out = Path(args.output)
     if args.resume and (out / "tokenizer.json").exists():
         from ...tokenizers import load_tokenizer
 
@@ -148,5 +152,17 @@ def run(args) -> int:
     shown = history[history.val_loss.notna() | (history.step == history.step.max())].copy()
     shown["val_ppl"] = np.exp(shown.val_loss)
     print_frame(shown, args.format)
-    log.info("saved model and tokenizer to %s", out)
+    print(f"seqprob train: wrote the model and its tokenizer to {out.resolve()}/ "
+          f"(use it with --model {args.output})", file=sys.stderr)
     return 0
+
+
+def _check_output(out: Path, resume: bool, force: bool) -> None:
+    """Refuse to overwrite an existing, non-empty OUTPUT unless resuming it or forced."""
+    if resume and force:
+        raise InputError("--resume continues the model in OUTPUT and --force replaces it: choose one")
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--output {str(out)!r} is a file, not a folder", path=str(out))
+    if out.is_dir() and any(out.iterdir()) and not (resume or force):
+        raise InputError(f"{str(out)!r} already holds files (a trained model?): pass --resume to "
+                         "continue it or --force to replace it", path=str(out))

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 def build_report(out_dir, model=None, corpus=None, quick: bool = False, seed: int = 0,
                  model_name: str | None = None, baselines=None, history=None, only=None,
-                 formats=("png", "svg"), html_name: str = "report.html") -> Path:
+                 formats=("png", "svg"), html_name: str = "report.html", progress=None) -> Path:
     """Build the report into ``out_dir`` and return the path of ``report.html``.
 
     Parameters
@@ -55,6 +55,8 @@ def build_report(out_dir, model=None, corpus=None, quick: bool = False, seed: in
         Image files to write per figure.
     html_name : str
         File name of the HTML page.
+    progress : callable, optional
+        ``progress(message)`` is called with a line per step (setup, each section, writing).
 
     Returns
     -------
@@ -73,10 +75,12 @@ def build_report(out_dir, model=None, corpus=None, quick: bool = False, seed: in
     matplotlib.interactive(False)  # bare Figures: nothing registered with pyplot, nothing leaks
     try:
         keys = set(keys if only is None else only)
+        _say(progress, "preparing the text, the model and the baselines")
         ctx = build_context(model=model, corpus=corpus, quick=quick, seed=seed, model_name=model_name,
                             baselines=baselines, history=history,
                             need_model=bool(keys - {"lookup", "sparsity"}), need_history="learning" in keys)
-        sections = run_sections(ctx, only=only)
+        sections = run_sections(ctx, only=only, progress=_section_progress(progress))
+        _say(progress, "writing the figures and the HTML page")
         settings = dict(ctx.settings)
         settings["sections seconds"] = {s.key: round(s.seconds, 2) for s in sections}
         settings["total seconds (before writing)"] = round(time.perf_counter() - t0, 2)
@@ -85,6 +89,23 @@ def build_report(out_dir, model=None, corpus=None, quick: bool = False, seed: in
         matplotlib.interactive(was_interactive)
     log.info("report written to %s in %.1f s", path, time.perf_counter() - t0)
     return path
+
+
+def _say(progress, message: str) -> None:
+    if progress is not None:
+        progress(message)
+
+
+def _section_progress(progress):
+    """run_sections' callback: one line as each section starts and as it ends."""
+    if progress is None:
+        return None
+
+    def report(i, n, section):
+        done = f" done in {section.seconds:.1f} s" if section.seconds else " ..."
+        progress(f"[{i}/{n}] {section.title}{done}")
+
+    return report
 
 
 def script_main(sections, html_name: str, description: str, argv=None) -> int:

@@ -244,13 +244,17 @@ SECTIONS = (
 )
 
 
-def run_sections(ctx: ReportContext, only=None) -> list:
-    """Run every section; one that does not apply (e.g. attention of an n-gram) becomes a note."""
+def run_sections(ctx: ReportContext, only=None, progress=None) -> list:
+    """Run every section; one that does not apply (e.g. attention of an n-gram) becomes a note.
+
+    ``progress(i, n, section)``, when given, is called as each section starts (``seconds`` 0)
+    and ends."""
     out = []
-    for key, title, intro, fn in SECTIONS:
-        if only is not None and key not in only:
-            continue
+    chosen = [spec for spec in SECTIONS if only is None or spec[0] in only]
+    for i, (key, title, intro, fn) in enumerate(chosen, start=1):
         s = Section(key, title, intro)
+        if progress is not None:
+            progress(i, len(chosen), s)
         t0 = time.perf_counter()
         try:
             fn(ctx, s)
@@ -260,4 +264,6 @@ def run_sections(ctx: ReportContext, only=None) -> list:
             s.notes.append(f"Not available for this model: {exc}")
         s.seconds = time.perf_counter() - t0
         out.append(s)
+        if progress is not None:
+            progress(i, len(chosen), s)
     return out
