@@ -140,10 +140,12 @@ def _fmt(df) -> str:
 
 
 def _unknown_text(unknown: dict) -> str:
-    """One line per sentence naming its unknown words (empty when there are none)."""
-    return "\n".join(f"unknown words in {text!r}: {', '.join(words)} (not in the vocabulary: "
-                     "P* gives them probability 0, smoothed models score them as <unk>)"
-                     for text, words in unknown.items())
+    """One line per sentence naming its unknown words, then what the rows after them mean
+    (empty when there are none)."""
+    lines = [f"unknown words in {text!r}: {', '.join(words)} (not in the vocabulary: "
+             "P* gives them probability 0, smoothed models score them as <unk>)"
+             for text, words in unknown.items()]
+    return "\n".join(lines + [pipeline.IMPOSSIBLE_PREFIX_NOTE] if lines else [])
 
 
 def _report_text(result: DemoResult, settings: dict) -> str:

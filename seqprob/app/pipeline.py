@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 __all__ = ["EXAMPLE_SENTENCES", "AGREEMENT_PAIR", "PROMPT", "TRUTH_NAME", "GPT_NAME", "ADDK_K",
-           "sample_corpora", "ngram_specs", "fit_ngrams", "sentence_stream", "shipped_history",
+           "IMPOSSIBLE_PREFIX_NOTE", "sample_corpora", "ngram_specs", "fit_ngrams", "sentence_stream", "shipped_history",
            "STREAM_CONVENTION", "STREAM_AXIS_LABEL", "per_stream_token", "learning_references"]
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,14 @@ def shipped_history():
         log.warning("the default model's history.csv is unreadable (%s)", exc)
         return None
 
+
+#: What a row means after a token of probability 0 (shown wherever such a sentence is drawn).
+IMPOSSIBLE_PREFIX_NOTE = (
+    "After a token of probability 0 the prefix itself is impossible and P(next | prefix) = 0/0 "
+    "is undefined: the sentence's log P is already -inf whatever follows. P* and the joint table "
+    "return a uniform row there (over the words and </s>) so that every row stays a distribution; "
+    "n-gram models back off to shorter contexts. The finite bars after an inf are that "
+    "convention, not evidence about the later words.")
 
 #: How every learning-curve figure measures loss: the model's training loss is the mean NLL
 #: per token of the stream ``<s> w .. </s> <s> ..``, in which the ``<s>`` after each ``</s>``

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from ... import plots
 from ...errors import SeqProbError
 from ...protocols import model_tokenizer
-from ..pipeline import STREAM_AXIS_LABEL, TRUTH_NAME, per_stream_token
+from ..pipeline import IMPOSSIBLE_PREFIX_NOTE, STREAM_AXIS_LABEL, TRUTH_NAME, per_stream_token
 from .context import ReportContext
 
 __all__ = ["Section", "SECTIONS", "run_sections"]
@@ -52,6 +52,8 @@ def sentences(ctx: ReportContext, s: Section) -> None:
                       "Left: surprisal of each token (bits); right: the chain rule as a running sum of "
                       "log-probabilities (nats). An X marks a token with probability 0."))
     summary = summarize(df)[["model", "text", "n_tokens", "n_oov", "logprob", "log10prob", "perplexity"]]
+    if (df["logprob"] == -math.inf).any():
+        s.notes.append(IMPOSSIBLE_PREFIX_NOTE)
     s.tables.append(("Joint log-probability of each sentence (nats and log10; -inf = impossible)", summary))
 
 
