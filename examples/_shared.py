@@ -5,7 +5,7 @@ import logging
 def shipped_model():
     """``seqprob.default_model()`` (a GPT trained on the toy language), or None if unavailable."""
     try:
-        from seqprob.app.defaults import default_model
+        from seqprob import default_model
     except ImportError:
         return None
     try:
