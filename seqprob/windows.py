@@ -163,3 +163,36 @@ def score_all(model, encoded: list, with_distribution: bool, stride, bos_per_win
     for i in long:
         results[i] = score_long(model, encoded[i], with_distribution, stride, bos_per_window)
     return results
+
+
+def stride_sweep(model, texts, strides, tokenizer=None, bos_per_window: bool = False, eos: bool = True):
+    """Perplexity of ``texts`` for each stride (the data of :func:`seqprob.plots.perplexity_by_stride`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns stride, perplexity, bits_per_token, n_tokens, context_size.
+
+    Notes
+    -----
+    A smaller stride gives each token more context (at least W' - stride + 1 inputs), so for a
+    model that uses its context the perplexity falls as the stride falls (stride = W' gives
+    disjoint windows, lm-eval's rolling windows).
+
+    Examples
+    --------
+    >>> import seqprob as sp
+    >>> m = sp.default_model()
+    >>> text = " ".join(sp.toy_english().sample(12, seed=0))
+    >>> stride_sweep(m, [text], [8, 32]).columns.tolist()
+    ['stride', 'perplexity', 'bits_per_token', 'n_tokens', 'context_size']
+    """
+    import pandas as pd
+
+    from .scoring import evaluate
+
+    rows = []
+    for stride in strides:
+        ev = evaluate(model, texts, tokenizer=tokenizer, eos=eos, stride=stride, bos_per_window=bos_per_window)
+        rows.append((int(stride), ev.perplexity, ev.bits_per_token, ev.n_tokens, context_size(model)))
+    return pd.DataFrame(rows, columns=["stride", "perplexity", "bits_per_token", "n_tokens", "context_size"])
