@@ -15,6 +15,7 @@ from .sampling import generate, sample
 from .scoring import evaluate, joint_logprob, perplexity, score, summarize
 from .words import word_scores
 from .conditional import conditional_logprob
+from .compare import compare
 from .table import JointTable, UniformModel, lookup_table_size
 from .tokenizers import (BPETokenizer, CharTokenizer, TiktokenTokenizer, Tokenizer, WhitespaceTokenizer,
                          load_tokenizer)
@@ -37,7 +38,7 @@ __all__ = [
     "GPT", "GPTConfig", "AdamW", "train", "default_model", "ProbabilisticGrammar", "toy_english",
     # using any model
     "score", "summarize", "joint_logprob", "perplexity", "evaluate", "sample", "generate",
-    "word_scores", "conditional_logprob",
+    "word_scores", "conditional_logprob", "compare",
     # submodules (sp.plots too, left out here so that `import *` does not load matplotlib)
     "functional", "errors", "analysis",
 ]

@@ -1,7 +1,8 @@
 """``seqprob score``: per-token log-probabilities of texts under a model."""
 from __future__ import annotations
 
-from ._common import add_model_options, add_format_option, load_model, load_tokenizer_arg, print_frame, read_texts
+from ._common import (add_model_options, add_format_option, add_window_options, load_model, load_tokenizer_arg,
+                      print_frame, read_texts)
 
 
 def register(sub) -> None:
@@ -19,6 +20,10 @@ def register(sub) -> None:
     p.add_argument("--no-distribution", action="store_true",
                    help="skip entropy_bits and rank (no full next-token rows: for huge vocabularies)")
     p.add_argument("--summary", action="store_true", help="one row per text: log P, perplexity, bits")
+    p.add_argument("--context", metavar="TEXT",
+                   help="read TEXT before each text without scoring it (column spans_join marks a "
+                        "token that straddles the join)")
+    add_window_options(p)
     add_format_option(p)
     p.set_defaults(func=run)
 
@@ -31,7 +36,8 @@ def run(args) -> int:
     model = load_model(args.model)
     tok = load_tokenizer_arg(args.tokenizer, model)
     df = score({args.model or "default": model}, texts, tokenizer=tok,
-               bos=not args.no_bos, eos=not args.no_eos, distribution=not args.no_distribution)
+               bos=not args.no_bos, eos=not args.no_eos, distribution=not args.no_distribution,
+               context=args.context, stride=args.stride, bos_per_window=args.bos_per_window)
     if args.summary:
         df = summarize(df)[["model", "seq", "text", "n_tokens", "n_oov", "logprob", "log10prob",
                             "perplexity", "bits_per_token", "bits_per_char"]]
