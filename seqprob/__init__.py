@@ -16,6 +16,7 @@ from .scoring import evaluate, joint_logprob, perplexity, score, summarize
 from .words import word_scores
 from .conditional import conditional_logprob
 from .compare import compare
+from .compress import compress, decompress
 from .table import JointTable, UniformModel, lookup_table_size
 from .tokenizers import (BPETokenizer, CharTokenizer, TiktokenTokenizer, Tokenizer, WhitespaceTokenizer,
                          load_tokenizer)
@@ -38,7 +39,7 @@ __all__ = [
     "GPT", "GPTConfig", "AdamW", "train", "default_model", "ProbabilisticGrammar", "toy_english",
     # using any model
     "score", "summarize", "joint_logprob", "perplexity", "evaluate", "sample", "generate",
-    "word_scores", "conditional_logprob", "compare",
+    "word_scores", "conditional_logprob", "compare", "compress", "decompress",
     # submodules (sp.plots too, left out here so that `import *` does not load matplotlib)
     "functional", "errors", "analysis",
 ]
