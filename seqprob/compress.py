@@ -27,7 +27,8 @@ import numpy as np
 
 from .errors import FileFormatError, InputError
 
-__all__ = ["compress", "decompress", "CompressedDataError", "HEADER_BYTES", "quantize", "code_length_bits"]
+__all__ = ["compress", "decompress", "CompressedDataError", "HEADER_BYTES", "quantize", "code_length_bits",
+           "compression_table"]
 
 MAGIC, VERSION = b"SQPZ", 1
 _HEADER = struct.Struct(">4sB8sIIII")
@@ -270,3 +271,44 @@ def decompress(model, data: bytes, tokenizer=None) -> str:
         raise CompressedDataError("checksum mismatch: the decoded text is not the original (corrupt data)",
                                   value=zlib.crc32(text.encode("utf-8")), limit=crc)
     return text
+
+
+def compression_table(models: dict, texts, tokenizer=None):
+    """Compress ``texts`` (one sentence each) with every model: the real code size beside the
+    model's cross-entropy (:func:`seqprob.evaluate`), in bits per byte of the text.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns model, text_bytes, payload_bytes, bits_per_byte (real code),
+        cross_entropy_bits_per_byte (evaluate), round_trip (decompress gave the text back).
+
+    Notes
+    -----
+    With texts drawn from P*, P* itself gives the shortest expected code (Shannon: the
+    expected code length is at least the entropy, reached by coding with the true P*); every
+    other model pays its KL divergence from P* in extra bits.
+
+    Examples
+    --------
+    >>> import seqprob as sp
+    >>> truth = sp.toy_english()
+    >>> compression_table({"P*": truth}, truth.sample(20, seed=0))["round_trip"].tolist()
+    [True]
+    """
+    import pandas as pd
+
+    from .scoring import evaluate
+
+    lines = [t for t in texts if t]
+    text = "\n".join(lines)
+    text_bytes = sum(len(t.encode("utf-8")) for t in lines)  # newlines left out, as in evaluate
+    rows = []
+    for name, model in models.items():
+        data = compress(model, text, tokenizer=tokenizer)
+        payload = len(data) - HEADER_BYTES
+        ev = evaluate(model, lines, tokenizer=tokenizer)
+        rows.append((name, text_bytes, payload, 8 * payload / text_bytes, ev.bits_per_byte,
+                     decompress(model, data, tokenizer=tokenizer) == text))
+    return pd.DataFrame(rows, columns=["model", "text_bytes", "payload_bytes", "bits_per_byte",
+                                       "cross_entropy_bits_per_byte", "round_trip"])
