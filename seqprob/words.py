@@ -42,6 +42,7 @@ class WordAlignmentError(InputError):
 class _WordSpans:
     words: list            # the word strings
     token_word: np.ndarray  # (T,) index of the word each real token belongs to
+    n_context: int = 0     # leading words that belong to the context (not scored)
 
 
 def token_byte_spans(tokenizer, text: str, ids: list) -> np.ndarray:
@@ -137,7 +138,8 @@ def _words_of(text: str, tokenizer, ids: list, words, boundary: str, first_byte:
     if split:
         raise WordAlignmentError(f"the word {split[0][2]!r} spans the join of context and text",
                                  word=split[0][2])
-    return _WordSpans([m[2] for m in matches], owner)
+    n_context = sum(1 for m in matches if m[1] <= first_byte)
+    return _WordSpans([m[2] for m in matches], owner, n_context)
 
 
 def word_scores(models, texts, tokenizer=None, words="whitespace", eos: bool = True, context=None,
@@ -220,8 +222,7 @@ def _score_text(name, model, tok, text, context, sep, words, eos, boundary, stri
     spans = _words_of(full, tok, ids, words, boundary, first_byte)
     enc = encode_for_model(model, full, tok, bos=True, eos=True)
     token_lp, start_lp = _token_and_start_logprobs(model, enc, boundary == "leading_space", stride)
-    n_ctx = sum(1 for w in _word_matches(full, words) if w[1] <= first_byte)
-    return pd.DataFrame(_word_rows(name, seq, spans, token_lp, start_lp, n_ctx, eos))
+    return pd.DataFrame(_word_rows(name, seq, spans, token_lp, start_lp, spans.n_context, eos))
 
 
 def _token_and_start_logprobs(model, enc, leading: bool, stride):

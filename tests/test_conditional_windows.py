@@ -106,3 +106,20 @@ def test_stride_reaches_score_and_evaluate(gpt, tok):
 def test_models_without_a_context_ignore_the_stride(truth):
     texts = truth.sample(3, seed=0)
     assert sp.perplexity(truth, texts, stride=2) == sp.perplexity(truth, texts)
+
+
+def test_window_plots(gpt, tok):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    text = " ".join(LINES)
+    df = sp.score({"a": gpt, "b": sp.UniformModel(tok.vocab)}, [text], tokenizer=tok, stride=4,
+                  distribution=False)
+    ax = sp.plots.nll_by_position(df)
+    assert len(ax.lines) == 2 and ax.get_ylabel() == "mean NLL (nats/token)"
+    assert len(ax.lines[0].get_xdata()) == 29  # one point per position
+    sweep = stride_sweep(gpt, [text], [2, 8, 16], tokenizer=tok)
+    ax = sp.plots.perplexity_by_stride(sweep)
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), sweep["perplexity"])
+    with pytest.raises(InputError, match="needs columns"):
+        sp.plots.perplexity_by_stride(sweep.drop(columns="perplexity"))
