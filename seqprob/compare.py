@@ -76,18 +76,19 @@ def bootstrap_ratio(numer, denom, n_boot: int = 1000, seed=None, confidence: flo
     return float(numer.sum() / denom.sum()), float(low), float(high)
 
 
-def _per_sentence(model, texts, tokenizer, bos, eos, stride) -> tuple:
+def _per_sentence(model, texts, tokenizer, bos, eos, stride, bos_per_window) -> tuple:
     """(nll nats, tokens, bytes) per sentence, each (n,)."""
     from .scoring import score, summarize
 
     seq = summarize(score(model, texts, tokenizer=tokenizer, bos=bos, eos=eos, distribution=False,
-                          stride=stride))
+                          stride=stride, bos_per_window=bos_per_window))
     return (-seq["logprob"].to_numpy(dtype=float), seq["n_tokens"].to_numpy(dtype=float),
             seq["n_bytes"].to_numpy(dtype=float))
 
 
 def compare(models, texts, tokenizer=None, n_boot: int = 1000, seed=None, confidence: float = 0.95,
-            bos: bool = True, eos: bool = True, stride: int | None = None) -> Comparison:
+            bos: bool = True, eos: bool = True, stride: int | None = None,
+            bos_per_window: bool = False) -> Comparison:
     """Perplexity, bits per token and per byte of each model with bootstrap intervals, and the
     paired difference of every pair of models with an interval and a p-value.
 
@@ -96,7 +97,7 @@ def compare(models, texts, tokenizer=None, n_boot: int = 1000, seed=None, confid
     models : LanguageModel or dict of name -> LanguageModel
     texts : list of str
         The sentences (the unit the bootstrap redraws); at least 2.
-    tokenizer, bos, eos, stride
+    tokenizer, bos, eos, stride, bos_per_window
         As in :func:`seqprob.score`.
     n_boot : int
         Bootstrap replicates, >= 100.
@@ -139,7 +140,8 @@ def compare(models, texts, tokenizer=None, n_boot: int = 1000, seed=None, confid
     if len(texts) < 2:
         raise InputError(f"the bootstrap redraws sentences: give at least 2 texts, got {len(texts)}",
                          value=len(texts), limit=2)
-    stats = {name: _per_sentence(m, texts, tokenizer, bos, eos, stride) for name, m in models.items()}
+    stats = {name: _per_sentence(m, texts, tokenizer, bos, eos, stride, bos_per_window)
+             for name, m in models.items()}
     weights = _weights(len(texts), n_boot, seed)
     rows = [_model_row(name, *s, weights, n_boot, confidence) for name, s in stats.items()]
     pairs = [_pair_row(a, b, stats[a], stats[b], weights, confidence)

@@ -29,6 +29,12 @@ def context_size(model) -> int | None:
     """The model's context width W (inputs per call), or None when it has no limit.
 
     Reads ``model.context_size``, else ``model.block_size``, else ``model.config.block_size``.
+
+    Examples
+    --------
+    >>> import seqprob as sp
+    >>> context_size(sp.default_model()), context_size(sp.toy_english())
+    (32, None)
     """
     for value in (getattr(model, "context_size", None), getattr(model, "block_size", None),
                   getattr(getattr(model, "config", None), "block_size", None)):
@@ -99,6 +105,19 @@ def window_logprobs(model, ids, stride: int | None = None, bos_per_window: bool 
 
     Sequences within the model's context (or any model without one) go to ``model.logprobs``
     whole; longer ones need ``stride`` (else :class:`ContextLengthError`), see the module notes.
+
+    Notes
+    -----
+    Row p comes from the window (start, end, new) with new <= p < end:
+    log P(x_{p+1} = v | x_start .. x_p) (``<s>`` before x_start with ``bos_per_window``).
+
+    Examples
+    --------
+    >>> import seqprob as sp
+    >>> m = sp.default_model()
+    >>> ids = [m.vocab.bos_id] + m.tokenizer.encode(" ".join(["the cat sat on the mat"] * 8))
+    >>> window_logprobs(m, ids, stride=8).shape == (len(ids), len(m.vocab))
+    True
     """
     ids = np.asarray(ids, dtype=np.int64)
     windows = _windows_for(model, len(ids), stride, bos_per_window)

@@ -59,12 +59,24 @@ def token_byte_spans(tokenizer, text: str, ids: list) -> np.ndarray:
     spans, cursor = [], 0
     for piece in tokenizer.pieces(text):
         at = text.find(piece, cursor)
-        if at < 0:
-            raise WordAlignmentError(f"token {piece!r} not found in {text!r:.60} after character "
-                                     f"{cursor}", token=piece, text=text)
+        if at < 0:  # pieces are not surface strings (e.g. "Ġcat"): decode prefixes instead
+            return _prefix_spans(tokenizer, text, ids)
         start, cursor = len(text[:at].encode("utf-8")), at + len(piece)
         spans.append((start, len(text[:cursor].encode("utf-8"))))
     return np.array(spans, dtype=np.int64).reshape(-1, 2)  # (T, 2)
+
+
+def _prefix_spans(tokenizer, text: str, ids: list) -> np.ndarray:
+    """Token spans from the decoded prefixes ids[:k] (each must be a prefix of ``text``)."""
+    ends = []
+    for k in range(1, len(ids) + 1):
+        prefix = tokenizer.decode(ids[:k])
+        if not text.startswith(prefix):
+            raise WordAlignmentError(f"cannot locate token {k} of {text!r:.60}: the decoded prefix "
+                                     f"{prefix!r:.60} is not a prefix of the text", position=k, text=text)
+        ends.append(len(prefix.encode("utf-8")))
+    ends = np.array(ends, dtype=np.int64)
+    return np.stack([np.concatenate([[0], ends[:-1]]), ends], axis=1).reshape(-1, 2)  # (T, 2)
 
 
 def _word_matches(text: str, words) -> list:

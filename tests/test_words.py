@@ -104,3 +104,20 @@ def test_bad_input_is_named(bpe_gpt, bpe):
         word_scores(bpe_gpt, "the cat", tokenizer=bpe, words=r"\d+")
     with pytest.raises(InputError, match="tokenizer"):
         word_scores(sp.UniformModel(bpe.vocab), "the cat")
+
+
+def test_token_spans_from_decoded_prefixes_when_pieces_are_not_surface_strings(bpe):
+    """A tokenizer whose pieces carry marks ("Ġcat") is aligned by decoding prefixes."""
+    from seqprob.words import _prefix_spans, token_byte_spans
+
+    class Marked(sp.WhitespaceTokenizer):
+        def pieces(self, text):
+            return ["Ġ" + w for w in text.split()]
+
+    tk = Marked(sp.WhitespaceTokenizer.fit(LINES).vocab)
+    text = "the cat sat"
+    np.testing.assert_array_equal(token_byte_spans(tk, text, tk.encode(text)), [[0, 3], [3, 7], [7, 11]])
+    ids = bpe.encode(text)
+    np.testing.assert_array_equal(_prefix_spans(bpe, text, ids), token_byte_spans(bpe, text, ids))
+    w = word_scores(sp.UniformModel(tk.vocab), text, tokenizer=tk)
+    assert w["word"].tolist() == ["the", "cat", "sat", "</s>"]

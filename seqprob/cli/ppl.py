@@ -57,7 +57,7 @@ def _interval_rows(model, texts, tok, args) -> list:
     from ..compare import compare
 
     cmp = compare({"model": model}, texts, tokenizer=tok, n_boot=args.n_boot, seed=args.seed,
-                  stride=args.stride)
+                  stride=args.stride, bos_per_window=args.bos_per_window)
     row = cmp.models.iloc[0]
     level = f"{cmp.confidence:.0%} CI, {cmp.n_boot} bootstrap draws of sentences"
     return [(f"perplexity {level}", f"[{row.perplexity_low:.4f}, {row.perplexity_high:.4f}]"),
