@@ -13,6 +13,10 @@ from .protocols import LanguageModel
 from .registry import default_model, load_model
 from .sampling import generate, sample
 from .scoring import evaluate, joint_logprob, perplexity, score, summarize
+from .words import word_scores
+from .conditional import conditional_logprob
+from .compare import compare
+from .compress import compress, decompress
 from .table import JointTable, UniformModel, lookup_table_size
 from .tokenizers import (BPETokenizer, CharTokenizer, TiktokenTokenizer, Tokenizer, WhitespaceTokenizer,
                          load_tokenizer)
@@ -36,6 +40,7 @@ __all__ = [
     "load_model",
     # using any model
     "score", "summarize", "joint_logprob", "perplexity", "evaluate", "sample", "generate",
+    "word_scores", "conditional_logprob", "compare", "compress", "decompress",
     # submodules (sp.plots too, left out here so that `import *` does not load matplotlib)
     "functional", "errors", "analysis", "registry",
 ]

@@ -215,7 +215,8 @@ def _score_model(model, encoded: list, with_distribution: bool) -> list:
 
 
 def score(models, texts_or_ids, tokenizer=None, bos: bool = True, eos: bool = True,
-          distribution: bool = True):
+          distribution: bool = True, context=None, sep: str = " ", stride: int | None = None,
+          bos_per_window: bool = False):
     """Score every token of every sequence under every model.
 
     Parameters
@@ -235,6 +236,14 @@ def score(models, texts_or_ids, tokenizer=None, bos: bool = True, eos: bool = Tr
     distribution : bool
         Also compute ``entropy_bits`` and ``rank`` (needs the full (T, V) rows; set False for
         huge vocabularies).
+    context : str or list of str, optional
+        Text read before each text (joined by ``sep``) but not scored: ``context + sep + text`` is
+        tokenized as a whole, the context's tokens get no row, and a token straddling the join
+        is kept and marked in the extra column ``spans_join`` (see :mod:`seqprob.conditional`).
+    stride, bos_per_window
+        Sliding windows for sequences longer than the model's context
+        (:mod:`seqprob.windows`): each window adds ``stride`` scored rows; with
+        ``bos_per_window`` every window starts with ``<s>``.
 
     Returns
     -------
@@ -262,13 +271,43 @@ def score(models, texts_or_ids, tokenizer=None, bos: bool = True, eos: bool = Tr
     models, items = _as_models(models), _as_items(texts_or_ids)
     frames = []
     for name, model in models.items():
+        if context is not None:
+            frames.append(_score_in_context(name, model, items, context, sep, tokenizer, bos, eos,
+                                            distribution, stride, bos_per_window))
+            continue
         encoded = [encode_for_model(model, item, tokenizer, bos, eos) for item in items]
-        results = _score_model(model, encoded, distribution)
+        results = _score_windowed(model, encoded, distribution, stride, bos_per_window)
         frames.append(_frame(name, encoded, results, bos, model.vocab))
     df = pd.concat(frames, ignore_index=True)
     df.attrs["texts"] = [item if isinstance(item, str) else None for item in items]
     df.attrs["bos"], df.attrs["eos"] = bos, eos
     return df
+
+
+def _score_windowed(model, encoded: list, with_distribution: bool, stride, bos_per_window: bool) -> list:
+    """:func:`_score_model`, with sliding windows (:mod:`seqprob.windows`) when asked for."""
+    if stride is None and not bos_per_window:
+        return _score_model(model, encoded, with_distribution)
+    from .windows import score_all
+
+    return score_all(model, encoded, with_distribution, stride, bos_per_window, _score_model)
+
+
+def _score_in_context(name, model, items, context, sep, tokenizer, bos, eos, distribution, stride,
+                      bos_per_window):
+    """One model's frame of continuation rows (see :mod:`seqprob.conditional`)."""
+    from .conditional import drop_context, encode_with_context
+
+    contexts = [context] * len(items) if isinstance(context, str) else list(context)
+    if len(contexts) != len(items):
+        raise InputError(f"context has {len(contexts)} items for {len(items)} texts",
+                         value=len(contexts), limit=len(items))
+    parts = [encode_with_context(model, item, ctx, sep, tokenizer, bos, eos, stride)
+             for item, ctx in zip(items, contexts)]
+    encoded = [p[0] for p in parts]
+    results = _score_windowed(model, encoded, distribution, stride, bos_per_window)
+    frame = _frame(name, encoded, results, bos, model.vocab)
+    return drop_context(frame, [p[1] for p in parts], [p[2] for p in parts], bos)
 
 
 def _frame(name: str, encoded: list, results: list, bos: bool, vocab: Vocab):
@@ -421,7 +460,8 @@ def _ratio_ppl(log_total: float, count: int, base: float = math.e) -> float:
     return _safe_exp(-log_total * math.log(base) / count) if math.isfinite(log_total) else math.inf
 
 
-def evaluate(model, lines, tokenizer=None, bos: bool = True, eos: bool = True) -> Evaluation:
+def evaluate(model, lines, tokenizer=None, bos: bool = True, eos: bool = True,
+             stride: int | None = None, bos_per_window: bool = False) -> Evaluation:
     """Every corpus figure of ``model`` on ``lines`` (one sentence per line); blank lines skipped.
 
     Parameters
@@ -429,7 +469,7 @@ def evaluate(model, lines, tokenizer=None, bos: bool = True, eos: bool = True) -
     model : LanguageModel
     lines : iterable of str, or path
         The sentences, or a text file of them (``.gz`` allowed, ``'-'`` = stdin).
-    tokenizer, bos, eos
+    tokenizer, bos, eos, stride, bos_per_window
         As in :func:`score`.
 
     Returns
@@ -461,7 +501,7 @@ def evaluate(model, lines, tokenizer=None, bos: bool = True, eos: bool = True) -
         warnings.warn(f"{type(model).__name__} scores are not a normalized distribution: its "
                       "perplexity is not comparable with a real model's", UserWarning, stacklevel=2)
     encoded = [encode_for_model(model, t, tokenizer, bos, eos) for t in kept]
-    results = _score_model(model, encoded, with_distribution=False)
+    results = _score_windowed(model, encoded, False, stride, bos_per_window)
     return _figures(encoded, results, eos, len(texts) - len(kept))
 
 
@@ -502,7 +542,8 @@ def _figures(encoded: list, results: list, eos: bool, skipped: int) -> Evaluatio
         bits_per_byte=-total / LN2 / max(nbytes, 1), n_skipped_empty=skipped, zero_prob_tokens=zeros)
 
 
-def perplexity(model, lines, tokenizer=None, bos: bool = True, eos: bool = True) -> float:
+def perplexity(model, lines, tokenizer=None, bos: bool = True, eos: bool = True,
+               stride: int | None = None, bos_per_window: bool = False) -> float:
     """Token-weighted corpus perplexity (KenLM's "including OOVs").
 
     Parameters
@@ -510,7 +551,7 @@ def perplexity(model, lines, tokenizer=None, bos: bool = True, eos: bool = True)
     model : LanguageModel
     lines : iterable of str, or path
         One sentence per item (blank lines are skipped).
-    tokenizer, bos, eos
+    tokenizer, bos, eos, stride, bos_per_window
         As in :func:`score`.
 
     Notes
@@ -526,4 +567,5 @@ def perplexity(model, lines, tokenizer=None, bos: bool = True, eos: bool = True)
     >>> round(perplexity(sp.UniformModel(tok.vocab), ["a b", "b a"], tokenizer=tok), 6)
     4.0
     """
-    return evaluate(model, lines, tokenizer=tokenizer, bos=bos, eos=eos).perplexity
+    return evaluate(model, lines, tokenizer=tokenizer, bos=bos, eos=eos, stride=stride,
+                    bos_per_window=bos_per_window).perplexity

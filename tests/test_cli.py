@@ -10,7 +10,7 @@ from seqprob.app.cli import build_parser, main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kenlm"
 ARPA = str(FIXTURES / "genesis.o3.arpa.gz")
-COMMANDS = ["demo", "score", "tokenize", "sample", "ngram", "ppl", "train", "report"]
+COMMANDS = ["demo", "score", "tokenize", "sample", "ngram", "ppl", "train", "report", "compress", "decompress"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -210,7 +210,19 @@ def run_demo(out="seqprob-demo", seed: int = 0, quick: bool = False, retrain: bo
     result.files.append(report)
     result.seconds = time.perf_counter() - start
     _echo_tables(result, echo)
+    _echo_compression({k: models[k] for k in (TRUTH_NAME, "mkn-3", GPT_NAME)}, heldout[:50 if quick else 200],
+                      truth.tokenizer, echo)
     return result
+
+
+def _echo_compression(models: dict, texts: list, tokenizer, echo) -> None:
+    """Prediction is compression: P* gives the shortest code of its own text."""
+    from ..compress import compression_table
+
+    table = compression_table(models, texts, tokenizer=tokenizer)
+    echo(f"\narithmetic coding of {len(texts)} held-out sentences: real code size vs cross-entropy "
+         "(bits per byte); P* is the optimal code")
+    echo(_fmt(table.set_index("model")))
 
 
 def _echo_tables(result: DemoResult, echo) -> None:

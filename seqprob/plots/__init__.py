@@ -24,6 +24,8 @@ embeddings                 ``analysis.embedding_pca`` DataFrame                A
 embedding_directions       ``analysis.embedding_directions`` DataFrame         Axes
 analogy                    ``analysis.analogy`` DataFrame                      Axes
 reliability                ``analysis.calibration`` DataFrame                  Axes
+nll_by_position            ``seqprob.score`` DataFrame (long texts, stride)    Axes
+perplexity_by_stride       ``windows.stride_sweep`` DataFrame                  Axes
 =========================  ==================================================  ==========
 """
 from ._style import IMPOSSIBLE, OKABE_ITO
@@ -31,7 +33,9 @@ from .calibration import reliability
 from .internals import analogy, attention, embedding_directions, embeddings, logit_lens
 from .scores import cumulative_logprob, lookup_table, next_token, sentence_comparison, surprisal
 from .training import learning_curves, sparsity
+from .windows import nll_by_position, perplexity_by_stride
 
 __all__ = ["surprisal", "cumulative_logprob", "sentence_comparison", "next_token", "lookup_table",
            "learning_curves", "sparsity", "attention", "logit_lens", "embeddings",
-           "embedding_directions", "analogy", "reliability", "OKABE_ITO", "IMPOSSIBLE"]
+           "embedding_directions", "analogy", "reliability", "nll_by_position",
+           "perplexity_by_stride", "OKABE_ITO", "IMPOSSIBLE"]

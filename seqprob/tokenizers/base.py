@@ -9,7 +9,11 @@ from ..errors import (FileFormatError, InputError, SeqProbError, SeqProbFileErro
                       UnknownTokenizerError, fitted)
 from ..vocab import Vocab, check_ids
 
-__all__ = ["Tokenizer", "load_tokenizer", "register_tokenizer", "check_text", "iter_texts"]
+__all__ = ["Tokenizer", "load_tokenizer", "register_tokenizer", "check_text", "iter_texts",
+           "WORD_BOUNDARIES"]
+
+#: How a tokenizer marks where words start or end (see :attr:`Tokenizer.word_boundary`).
+WORD_BOUNDARIES = ("leading_space", "trailing", "whole_word", "none")
 
 _REGISTRY: dict[str, type] = {}
 
@@ -47,6 +51,28 @@ class Tokenizer:
     """
 
     kind = "base"
+    #: Class default of :attr:`word_boundary`; an instance may override it by assignment.
+    default_word_boundary = "none"
+
+    @property
+    def word_boundary(self) -> str:
+        """How tokens mark word boundaries, one of :data:`WORD_BOUNDARIES`.
+
+        ``"leading_space"``: a token that starts a word carries the space before it (GPT-2
+        ``Ġ``, SentencePiece ``▁``), so a word is over only once the *next* token starts a new
+        word: :func:`seqprob.word_scores` applies the beginning-of-word correction.
+        ``"trailing"`` (end-of-word marks), ``"whole_word"`` (one token per word) and ``"none"``
+        (no marks, e.g. characters): word scores are the plain sum of the word's tokens.
+        Settable (``tok.word_boundary = "trailing"``); not saved with the tokenizer.
+        """
+        return getattr(self, "_word_boundary", None) or self.default_word_boundary
+
+    @word_boundary.setter
+    def word_boundary(self, value: str) -> None:
+        if value not in WORD_BOUNDARIES:
+            raise InputError(f"word_boundary must be one of {WORD_BOUNDARIES}, got {value!r}",
+                             value=value, limit=WORD_BOUNDARIES)
+        self._word_boundary = value
 
     @property
     def vocab(self) -> Vocab:

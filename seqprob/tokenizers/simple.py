@@ -84,6 +84,7 @@ class WhitespaceTokenizer(_UnitTokenizer):
     """
 
     kind = "whitespace"
+    default_word_boundary = "whole_word"
     _joiner = " "
     _unit_name = "words"
     _split = staticmethod(str.split)

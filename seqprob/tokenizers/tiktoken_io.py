@@ -296,6 +296,8 @@ class EncodingTokenizer(Tokenizer):
     """
 
     kind = "encoding"
+    #: byte-level BPE with a GPT-2-style pattern: a word's first token carries its leading space
+    default_word_boundary = "leading_space"
 
     def _set_encoding(self, name: str, pattern: str, ranks: Mapping[bytes, int],
                       special_tokens: Mapping[str, int]) -> None:

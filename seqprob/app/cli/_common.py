@@ -23,6 +23,15 @@ def add_model_options(parser) -> None:
     parser.add_argument("--tokenizer", help="tokenizer file (default: the model's own)")
 
 
+def add_window_options(parser) -> None:
+    """``--stride`` and ``--bos-per-window``: sliding windows for texts longer than the model's context."""
+    parser.add_argument("--stride", type=int, default=None,
+                        help="score texts longer than the model's context with sliding windows, "
+                             "STRIDE new tokens per window (smaller = more context, slower)")
+    parser.add_argument("--bos-per-window", action="store_true",
+                        help="start every sliding window with <s>")
+
+
 def load_model(path: str | None):
     """``--model``: whatever ``path`` is (see :func:`seqprob.load_model`); the default model
     without a path."""

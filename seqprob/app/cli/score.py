@@ -1,8 +1,8 @@
 """``seqprob score``: per-token log-probabilities of texts under a model."""
 from __future__ import annotations
 
-from ._common import (add_format_option, add_model_options, load_model, load_tokenizer_arg, print_frame,
-                      read_texts, warn_unknown)
+from ._common import (add_format_option, add_model_options, add_window_options, load_model, load_tokenizer_arg,
+                      print_frame, read_texts, warn_unknown)
 
 
 def register(sub) -> None:
@@ -20,6 +20,10 @@ def register(sub) -> None:
     p.add_argument("--no-distribution", action="store_true",
                    help="skip entropy_bits and rank (no full next-token rows: for huge vocabularies)")
     p.add_argument("--summary", action="store_true", help="one row per text: log P, perplexity, bits")
+    p.add_argument("--context", metavar="TEXT",
+                   help="read TEXT before each text without scoring it (column spans_join marks a "
+                        "token that straddles the join)")
+    add_window_options(p)
     add_format_option(p)
     p.set_defaults(func=run)
 
@@ -33,7 +37,8 @@ def run(args) -> int:
     tok = load_tokenizer_arg(args.tokenizer, model)
     shown = not (args.no_distribution or args.summary)  # the summary shows no entropy or rank
     df = score({args.model or "default": model}, texts, tokenizer=tok,
-               bos=not args.no_bos, eos=not args.no_eos, distribution=shown)
+               bos=not args.no_bos, eos=not args.no_eos, distribution=shown,
+               context=args.context, stride=args.stride, bos_per_window=args.bos_per_window)
     warn_unknown(int(df["is_oov"].sum()), len(df), model, default=args.model is None)
     if args.summary:
         df = summarize(df)[["model", "seq", "text", "n_tokens", "n_oov", "logprob", "log10prob",

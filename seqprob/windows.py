@@ -1,0 +1,217 @@
+"""Sliding windows for texts longer than a model's context, over the model contract.
+
+A model with a finite context window tells its width by an attribute (read by
+:func:`context_size`, in this order): ``model.context_size``, ``model.block_size``, or
+``model.config.block_size`` (the numpy GPT). Models without one (n-grams, P*) read the whole
+sequence at once and need no window.
+
+Window plan (:func:`plan_windows`): the first window holds the first W inputs; each later
+window ends ``stride`` rows after the previous one and starts W' = W (or W - 1 with
+``bos_per_window``, whose windows are ``<s>`` + W - 1 ids) inputs before its end. Its new rows
+are its last ``stride`` ones; the last window ends at the last row (right-aligned) and so gives
+its new rows more context when fewer than ``stride`` are left. Every row is computed exactly
+once with at least W' - stride + 1 inputs of context (x_0 included for the first window).
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from .errors import ContextLengthError, InputError
+
+__all__ = ["context_size", "plan_windows", "window_logprobs", "window_token_logprobs", "check_stride"]
+
+log = logging.getLogger(__name__)
+
+
+def context_size(model) -> int | None:
+    """The model's context width W (inputs per call), or None when it has no limit.
+
+    Reads ``model.context_size``, else ``model.block_size``, else ``model.config.block_size``.
+
+    Examples
+    --------
+    >>> import seqprob as sp
+    >>> context_size(sp.default_model()), context_size(sp.toy_english())
+    (32, None)
+    """
+    for value in (getattr(model, "context_size", None), getattr(model, "block_size", None),
+                  getattr(getattr(model, "config", None), "block_size", None)):
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            return int(value)
+    return None
+
+
+def check_stride(stride, width: int, bos_per_window: bool = False) -> int:
+    """``stride`` as an int in [1, W'] (W' = width, minus 1 with ``bos_per_window``), or
+    :class:`InputError` naming the bad value and the limit."""
+    limit = width - int(bos_per_window)
+    if isinstance(stride, bool) or not isinstance(stride, (int, np.integer)) or not 1 <= stride <= limit:
+        raise InputError(f"stride must be an integer in [1, {limit}] (the model's context {width}"
+                         f"{' minus the <s> of each window' if bos_per_window else ''}), got {stride!r}",
+                         value=stride, limit=limit)
+    return int(stride)
+
+
+def plan_windows(n: int, width: int, stride: int, bos_per_window: bool = False) -> list:
+    """Windows [(start, end, first_new)] over n rows: inputs ``start .. end-1`` give rows
+    ``first_new .. end-1``.
+
+    Examples
+    --------
+    >>> plan_windows(10, 4, 2)
+    [(0, 4, 0), (2, 6, 4), (4, 8, 6), (6, 10, 8)]
+    >>> plan_windows(9, 4, 3)  # the last window is right-aligned
+    [(0, 4, 0), (3, 7, 4), (5, 9, 7)]
+    """
+    inner = width - int(bos_per_window)
+    windows = [(0, min(n, width), 0)]
+    done = min(n, width)
+    while done < n:
+        end = min(done + stride, n)
+        start = max(end - inner, 0)
+        windows.append((start, end, done))
+        done = end
+    return windows
+
+
+def _windows_for(model, n: int, stride, bos_per_window: bool):
+    width = context_size(model)
+    if width is None or n <= width:
+        return None
+    if stride is None:
+        raise ContextLengthError(f"{n} positions exceed the model's context of {width}: pass stride= "
+                                 f"(1 .. {width}) to score it with sliding windows", value=n, limit=width)
+    return plan_windows(n, width, check_stride(stride, width, bos_per_window), bos_per_window)
+
+
+def _bos(model) -> int:
+    bos = model.vocab.bos_id
+    if bos is None:
+        raise InputError("bos_per_window=True needs a model vocabulary with <s>", role="bos")
+    return int(bos)
+
+
+def _window_input(model, ids: np.ndarray, start: int, end: int, bos_per_window: bool) -> tuple:
+    """Inputs of one window and how many leading rows belong to the added ``<s>``."""
+    if bos_per_window and start > 0:
+        return np.concatenate([[_bos(model)], ids[start:end]]), 1
+    return ids[start:end], 0
+
+
+def window_logprobs(model, ids, stride: int | None = None, bos_per_window: bool = False) -> np.ndarray:
+    """(T, V) rows log P(x_t = v | window context) for ids x_0 .. x_{T-1}.
+
+    Sequences within the model's context (or any model without one) go to ``model.logprobs``
+    whole; longer ones need ``stride`` (else :class:`ContextLengthError`), see the module notes.
+
+    Notes
+    -----
+    Row p comes from the window (start, end, new) with new <= p < end:
+    log P(x_{p+1} = v | x_start .. x_p) (``<s>`` before x_start with ``bos_per_window``).
+
+    Examples
+    --------
+    >>> import seqprob as sp
+    >>> m = sp.default_model()
+    >>> ids = [m.vocab.bos_id] + m.tokenizer.encode(" ".join(["the cat sat on the mat"] * 8))
+    >>> window_logprobs(m, ids, stride=8).shape == (len(ids), len(m.vocab))
+    True
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    windows = _windows_for(model, len(ids), stride, bos_per_window)
+    if windows is None:
+        return np.asarray(model.logprobs(ids))
+    parts = []
+    for start, end, new in windows:
+        inputs, extra = _window_input(model, ids, start, end, bos_per_window)
+        parts.append(np.asarray(model.logprobs(inputs))[extra + new - start:])  # (end - new, V)
+    return np.concatenate(parts, axis=0)  # (T, V)
+
+
+def window_token_logprobs(model, ids, stride: int | None = None, bos_per_window: bool = False) -> np.ndarray:
+    """(T,) log P(x_t | window context) for ids x_0 .. x_T, by ``model.token_logprobs`` on each
+    window (nothing of size V is built); windows as in :func:`window_logprobs`."""
+    ids = np.asarray(ids, dtype=np.int64)
+    windows = _windows_for(model, len(ids) - 1, stride, bos_per_window)
+    if windows is None:
+        return np.asarray(model.token_logprobs(ids), dtype=np.float64)
+    parts = []
+    for start, end, new in windows:
+        inputs, extra = _window_input(model, ids, start, end + 1, bos_per_window)
+        parts.append(np.asarray(model.token_logprobs(inputs), dtype=np.float64)[extra + new - start:])
+    return np.concatenate(parts)  # (T,)
+
+
+def score_long(model, enc, with_distribution: bool, stride, bos_per_window: bool) -> dict:
+    """What ``scoring._score_model`` gives for one sequence, computed window by window."""
+    from .scoring import _check_not_nan, _row_stats
+
+    if with_distribution:
+        rows = window_logprobs(model, enc.ids[:-1], stride, bos_per_window)  # (T, V)
+        lp, ent, rank = (a[0] for a in _row_stats(rows[None], enc.ids[None, 1:]))
+    else:
+        lp = window_token_logprobs(model, enc.ids, stride, bos_per_window)  # (T,)
+    out = {"logprob": np.where(enc.impossible, -np.inf, _check_not_nan(lp, model, 0))}
+    if with_distribution:
+        out["entropy_bits"] = ent
+        out["rank"] = np.where(enc.impossible, len(model.vocab), rank)
+    return out
+
+
+def score_all(model, encoded: list, with_distribution: bool, stride, bos_per_window: bool,
+              score_batched) -> list:
+    """Per sequence results: those longer than the model's context by windows, the rest batched
+    by ``score_batched(model, encoded, with_distribution)``."""
+    width = context_size(model)
+    if width is None:
+        if stride is not None or bos_per_window:
+            log.info("%s has no finite context: stride/bos_per_window ignored", type(model).__name__)
+        return score_batched(model, encoded, with_distribution)
+    if stride is not None:
+        check_stride(stride, width, bos_per_window)
+    long = [i for i, e in enumerate(encoded) if len(e.ids) - 1 > width]
+    if long and stride is None and not bos_per_window:
+        return score_batched(model, encoded, with_distribution)  # the model's own handling
+    short = [i for i in range(len(encoded)) if i not in set(long)]
+    results: list = [None] * len(encoded)
+    if short:
+        for i, res in zip(short, score_batched(model, [encoded[i] for i in short], with_distribution)):
+            results[i] = res
+    for i in long:
+        results[i] = score_long(model, encoded[i], with_distribution, stride, bos_per_window)
+    return results
+
+
+def stride_sweep(model, texts, strides, tokenizer=None, bos_per_window: bool = False, eos: bool = True):
+    """Perplexity of ``texts`` for each stride (the data of :func:`seqprob.plots.perplexity_by_stride`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns stride, perplexity, bits_per_token, n_tokens, context_size.
+
+    Notes
+    -----
+    A smaller stride gives each token more context (at least W' - stride + 1 inputs), so for a
+    model that uses its context the perplexity falls as the stride falls (stride = W' gives
+    disjoint windows, lm-eval's rolling windows).
+
+    Examples
+    --------
+    >>> import seqprob as sp
+    >>> m = sp.default_model()
+    >>> text = " ".join(sp.toy_english().sample(12, seed=0))
+    >>> stride_sweep(m, [text], [8, 32]).columns.tolist()
+    ['stride', 'perplexity', 'bits_per_token', 'n_tokens', 'context_size']
+    """
+    import pandas as pd
+
+    from .scoring import evaluate
+
+    rows = []
+    for stride in strides:
+        ev = evaluate(model, texts, tokenizer=tokenizer, eos=eos, stride=stride, bos_per_window=bos_per_window)
+        rows.append((int(stride), ev.perplexity, ev.bits_per_token, ev.n_tokens, context_size(model)))
+    return pd.DataFrame(rows, columns=["stride", "perplexity", "bits_per_token", "n_tokens", "context_size"])
