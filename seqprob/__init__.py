@@ -9,6 +9,7 @@ from .arpa import ArpaModel, read_arpa, write_arpa
 from .defaults import default_model
 from .errors import SeqProbError
 from .gpt import GPT, GPTConfig
+from .ngram import Mixture
 from .optim import AdamW
 from .protocols import LanguageModel
 from .sampling import generate, sample
@@ -31,7 +32,7 @@ __all__ = [
     "Tokenizer", "WhitespaceTokenizer", "CharTokenizer", "BPETokenizer", "TiktokenTokenizer",
     "load_tokenizer",
     # models
-    "UniformModel", "JointTable", "lookup_table_size", "ngram", "ArpaModel", "read_arpa", "write_arpa",
+    "UniformModel", "JointTable", "Mixture", "lookup_table_size", "ngram", "ArpaModel", "read_arpa", "write_arpa",
     "GPT", "GPTConfig", "AdamW", "train", "default_model", "ProbabilisticGrammar", "toy_english",
     # using any model
     "score", "summarize", "joint_logprob", "perplexity", "evaluate", "sample", "generate",

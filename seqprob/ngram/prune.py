@@ -182,8 +182,12 @@ def _context_logprob(tables: BackoffTables, ctx_words: np.ndarray, bos_id) -> np
     return first + rest.sum(axis=1)
 
 
-def _entropy_candidates(tables: BackoffTables, m: int, threshold: float, bos_id) -> np.ndarray:
-    """Keep mask of order m after Stolcke's criterion (n-grams that are contexts are kept)."""
+def entropy_deltas(tables: BackoffTables, m: int, bos_id=None):
+    """Stolcke's entropy increase dH (nats) of removing each order-m n-gram alone.
+
+    Returns (delta, is_context): ``delta`` (U_m,) per n-gram, and whether the n-gram is the
+    context of a listed (m+1)-gram (such n-grams are never pruned).
+    """
     V = tables.vocab_size
     keys = tables.keys[m - 1]
     is_context = np.zeros(len(keys), dtype=bool)
@@ -193,20 +197,16 @@ def _entropy_candidates(tables: BackoffTables, m: int, threshold: float, bos_id)
     ctx = keys // V  # (U_m,)
     logp = tables.logp[m - 1]
     lower = last_logprob(tables, words[:, 1:]) if m > 2 else tables.logp[0][words[:, 1]]
-    num, den = backoff_sums(tables, m)
+    num, den = backoff_sums(tables, m)  # (U_{m-1},)
     p, q = np.exp(logp), np.exp(lower)
-    new_num, new_den = num[ctx] + p, den[ctx] + q  # (U_m,) after removing this n-gram alone
     with np.errstate(divide="ignore", invalid="ignore"):
-        new_logbow = np.log(new_num) - np.log(new_den)
+        new_logbow = np.log(num[ctx] + p) - np.log(den[ctx] + q)  # (U_m,) after removing it
         old_logbow = _log_ratio(num, den)[ctx]
-        ctx_words = tables.words(m - 1)
-        log_ph = _context_logprob(tables, ctx_words, bos_id)[ctx]
-        change = p * (lower + new_logbow - logp)
+        log_ph = _context_logprob(tables, tables.words(m - 1), bos_id)[ctx]
+        change = np.where(p > 0, p * (lower + new_logbow - logp), 0.0)
         unlisted = np.where(num[ctx] > 0, num[ctx] * (new_logbow - old_logbow), 0.0)
-        delta_h = -np.exp(log_ph) * (change + unlisted)  # (U_m,) entropy increase, nats
-    delta_h = np.where(np.isfinite(delta_h), delta_h, np.inf)
-    prune = (np.expm1(delta_h) < threshold) & ~is_context & np.isfinite(logp)
-    return ~prune
+        delta = -np.exp(log_ph) * (change + unlisted)  # (U_m,)
+    return np.where(np.isnan(delta), np.inf, delta), is_context
 
 
 def prune_entropy(model, threshold: float):
@@ -259,7 +259,8 @@ def prune_entropy(model, threshold: float):
     bos = model.vocab.bos_id
     for m in range(tables.order, 1, -1):
         keep = [np.ones(n, dtype=bool) for n in tables.sizes()]
-        keep[m - 1] = _entropy_candidates(tables, m, th, bos)
+        delta, is_context = entropy_deltas(tables, m, bos)
+        keep[m - 1] = is_context | ~(np.expm1(delta) < th)
         tables = subset_tables(tables, keep)
         recompute_backoffs(tables)
     log.info("prune_entropy(%g): n-grams %s -> %s", th, src.sizes(), tables.sizes())
