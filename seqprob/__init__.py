@@ -17,6 +17,7 @@ from .scoring import evaluate, joint_logprob, perplexity, score, summarize
 from .table import JointTable, UniformModel, lookup_table_size
 from .tokenizers import (BPETokenizer, CharTokenizer, TiktokenTokenizer, Tokenizer, WhitespaceTokenizer,
                          load_tokenizer)
+from .tokenizers import HFTokenizer
 from .training import train
 from .truth import ProbabilisticGrammar, toy_english
 from .vocab import Vocab
@@ -30,7 +31,7 @@ __all__ = [
     "LanguageModel", "Vocab", "SeqProbError",
     # tokenizers
     "Tokenizer", "WhitespaceTokenizer", "CharTokenizer", "BPETokenizer", "TiktokenTokenizer",
-    "load_tokenizer",
+    "HFTokenizer", "load_tokenizer",
     # models
     "UniformModel", "JointTable", "Mixture", "lookup_table_size", "ngram", "ArpaModel", "read_arpa", "write_arpa",
     "GPT", "GPTConfig", "AdamW", "train", "default_model", "ProbabilisticGrammar", "toy_english",

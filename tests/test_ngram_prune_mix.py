@@ -248,3 +248,13 @@ def test_static_mixture_refuses_non_backoff(full):
     mix = Mixture([full, UniformModel(full.vocab)], [0.5, 0.5])
     with pytest.raises(InputError, match="back-off"):
         mix.to_backoff()
+
+
+def test_docstring_examples():
+    import doctest
+
+    from seqprob.ngram import mixture, prune
+
+    for module in (mixture, prune):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0 and result.attempted > 0, module.__name__

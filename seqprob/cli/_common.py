@@ -27,6 +27,9 @@ def add_model_options(parser) -> None:
 def load_model(path: str | None):
     """A model from ``path``: an ARPA file, a GPT checkpoint folder, a grammar spec (.json/.toml).
 
+    A folder with ``config.json`` but no seqprob ``manifest.json`` is a Hugging Face checkpoint
+    (``GPT.from_hf``); its ``tokenizer.json``, when present, becomes the model's tokenizer.
+
     Without a path: the shipped default GPT (trained on the toy language).
     """
     if path is None:
@@ -39,6 +42,8 @@ def load_model(path: str | None):
     if p.is_dir():
         from ..gpt import GPT
 
+        if _is_hf_folder(p):
+            return GPT.from_hf(p, tokenizer=hf_folder_tokenizer(p))
         return GPT.load(p)
     suffixes = "".join(p.suffixes[-2:])
     if suffixes.endswith((".arpa", ".arpa.gz")):
@@ -51,6 +56,24 @@ def load_model(path: str | None):
         return ProbabilisticGrammar.from_toml(p) if p.suffix == ".toml" else ProbabilisticGrammar.from_json(p)
     raise InputError(f"cannot tell what kind of model {path!r} is: expected a .arpa file, a GPT "
                      "checkpoint folder, or a grammar .json/.toml", path=path)
+
+
+def _is_hf_folder(folder: Path) -> bool:
+    """A Hugging Face checkpoint folder: config.json without seqprob's manifest.json."""
+    return (folder / "config.json").is_file() and not (folder / "manifest.json").exists()
+
+
+def hf_folder_tokenizer(folder: Path):
+    """The folder's ``tokenizer.json`` as an HFTokenizer padded to config.json's vocab_size, or None."""
+    if not (folder / "tokenizer.json").is_file():
+        return None
+    from ..tokenizers.hf import HFTokenizer
+
+    try:
+        size = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("vocab_size")
+    except (OSError, ValueError, AttributeError):
+        size = None  # GPT.from_hf reports a bad config.json itself
+    return HFTokenizer(folder, vocab_size=size if isinstance(size, int) and size > 0 else None)
 
 
 def load_tokenizer_arg(spec: str | None, model=None):

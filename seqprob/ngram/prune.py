@@ -243,7 +243,7 @@ def prune_entropy(model, threshold: float):
     Examples
     --------
     >>> from seqprob.ngram import ModifiedKneserNey
-    >>> lm = ModifiedKneserNey(order=3, discount_fallback=(0.5, 1, 1.5)).fit(["a b c a b", "b c a"] * 3)
+    >>> lm = ModifiedKneserNey(order=3, discounts=[(0.5, 1, 1.5)] * 3).fit(["a b c a b", "b c a"] * 3)
     >>> small = prune_entropy(lm, 1e-2)
     >>> sum(small.tables_.sizes()) <= sum(lm.tables_.sizes())
     True
