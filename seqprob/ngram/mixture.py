@@ -180,9 +180,7 @@ class Mixture(BaseLanguageModel):
         seqs = [s for s in seqs if len(s) >= 2]
         if not seqs:
             raise InputError("no held-out tokens to fit mixture weights on")
-        cols = [np.concatenate([np.asarray(m.token_logprobs(np.asarray(s, dtype=np.int64))) for s in seqs])
-                for m in self.models]
-        return np.stack(cols, axis=1)  # (n_tokens, K)
+        return np.stack([_score_all(m, seqs) for m in self.models], axis=1)  # (n_tokens, K)
 
     def fit_weights(self, texts, tokenizer=None, eos: bool = True, max_iter: int = 200,
                     tol: float = 1e-9):
@@ -230,6 +228,14 @@ class Mixture(BaseLanguageModel):
     def __repr__(self) -> str:
         names = ", ".join(type(m).__name__ for m in self.models)
         return f"Mixture([{names}], weights={np.round(self.weights_, 6).tolist()})"
+
+
+def _score_all(model, seqs: list) -> np.ndarray:
+    """log P(x_t | x_<t) of every token of every sequence, concatenated (one pass for n-grams)."""
+    many = getattr(model, "token_logprobs_many", None)
+    arrays = [np.asarray(s, dtype=np.int64) for s in seqs]
+    parts = many(arrays) if many is not None else [model.token_logprobs(a) for a in arrays]
+    return np.concatenate([np.asarray(p, dtype=np.float64) for p in parts])
 
 
 def interpolate(models, weights=None) -> Mixture:
