@@ -73,6 +73,23 @@ def test_prune_matches_kenlm_formula_on_bigrams():
     np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
+@pytest.mark.parametrize("order, prune", [(3, (0, 1, 1)), (4, (0, 1, 1, 2))])
+def test_count_pruning_reproduces_lmplz(order, prune):
+    """Every n-gram, probability and back-off of ``lmplz --prune`` (fixtures/kenlm/README.md)."""
+    name = f"genesis.o{order}.prune{''.join(map(str, prune))}.arpa.gz"
+    ref = sp.read_arpa(FIXTURES / name).tables_
+    model = ModifiedKneserNey(order=order, prune=prune).fit(FIXTURES / "genesis.train.txt")
+    ours = model.tables_
+    assert ref.sizes() == ours.sizes()
+    for m in range(1, order + 1):
+        np.testing.assert_array_equal(ref.keys[m - 1], ours.keys[m - 1])  # the same n-grams survive
+        a, b = ref.logp[m - 1] / np.log(10), ours.logp[m - 1] / np.log(10)
+        np.testing.assert_array_equal(np.isfinite(a), np.isfinite(b))
+        np.testing.assert_allclose(b[np.isfinite(b)], a[np.isfinite(a)], atol=1e-6, rtol=0)
+        if m < order:
+            np.testing.assert_allclose(ours.logbow[m - 1], ref.logbow[m - 1], atol=1e-6, rtol=0)
+
+
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10**6), length=st.integers(2, 6))
 def test_pruned_rows_sum_to_one(pruned, seed, length):
