@@ -122,7 +122,7 @@ def test_cli_prune(tmp_path):
 def test_entropy_delta_equals_brute_force_kl(full):
     """dH of removing one n-gram = P(h) KL(P(.|h) || P'(.|h)) with P' renormalized."""
     t = full.tables_
-    delta, is_ctx = entropy_deltas(t, 3, full.vocab.bos_id)
+    delta, is_ctx = entropy_deltas(t, 3, full.vocab.bos_id, full.vocab.eos_id)
     rng = np.random.default_rng(0)
     for i in rng.choice(np.flatnonzero(~is_ctx), size=5, replace=False):
         keep = [np.ones(n, dtype=bool) for n in t.sizes()]
@@ -134,7 +134,8 @@ def test_entropy_delta_equals_brute_force_kl(full):
         p = np.exp(before)
         with np.errstate(invalid="ignore"):  # -inf - -inf at <s>, masked out
             kl = np.sum(np.where(p > 0, p * (before - after), 0.0))
-        ph = 1.0 if h[0] == full.vocab.bos_id else np.exp(t.logp[0][h[0]])
+        first = full.vocab.eos_id if h[0] == full.vocab.bos_id else h[0]  # SRILM: <s> counts as </s>
+        ph = np.exp(t.logp[0][first])
         ph *= np.exp(t.token_logprobs(h[None, :])[0, 0])
         np.testing.assert_allclose(delta[i], ph * kl, rtol=1e-6, atol=1e-15)
 

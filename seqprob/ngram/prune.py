@@ -166,23 +166,25 @@ def recompute_backoffs(tables: BackoffTables) -> BackoffTables:
 
 
 # ---------------------------------------------------------------------------- entropy pruning
-def _context_logprob(tables: BackoffTables, ctx_words: np.ndarray, bos_id) -> np.ndarray:
+def _context_logprob(tables: BackoffTables, ctx_words: np.ndarray, bos_id=None, eos_id=None) -> np.ndarray:
     """log P(h) of each context (n, k) under the model: the chain of its conditionals.
 
-    A context starting with ``<s>`` takes ``<s>`` as given (probability 1), as SRILM does.
+    A context starting with ``<s>`` takes P(``</s>``) as the marginal of that ``<s>`` (a
+    sentence starts where one ends), as SRILM's ``LM::contextProb`` does.
     """
     n, k = ctx_words.shape
-    first = tables.logp[0][ctx_words[:, 0]].copy()  # (n,)
-    if bos_id is not None:
-        first[ctx_words[:, 0] == bos_id] = 0.0
+    first = ctx_words[:, 0]
+    if bos_id is not None and eos_id is not None:
+        first = np.where(first == bos_id, eos_id, first)
+    logp = tables.logp[0][first].copy()  # (n,)
     if k == 1:
-        return first
+        return logp
     stream, seg = _segments(ctx_words)
     rest = tables.score_stream(stream, seg).reshape(n, k)[:, 1:]
-    return first + rest.sum(axis=1)
+    return logp + rest.sum(axis=1)
 
 
-def entropy_deltas(tables: BackoffTables, m: int, bos_id=None):
+def entropy_deltas(tables: BackoffTables, m: int, bos_id=None, eos_id=None):
     """Stolcke's entropy increase dH (nats) of removing each order-m n-gram alone.
 
     Returns (delta, is_context): ``delta`` (U_m,) per n-gram, and whether the n-gram is the
@@ -202,7 +204,7 @@ def entropy_deltas(tables: BackoffTables, m: int, bos_id=None):
     with np.errstate(divide="ignore", invalid="ignore"):
         new_logbow = np.log(num[ctx] + p) - np.log(den[ctx] + q)  # (U_m,) after removing it
         old_logbow = _log_ratio(num, den)[ctx]
-        log_ph = _context_logprob(tables, tables.words(m - 1), bos_id)[ctx]
+        log_ph = _context_logprob(tables, tables.words(m - 1), bos_id, eos_id)[ctx]
         change = np.where(p > 0, p * (lower + new_logbow - logp), 0.0)
         unlisted = np.where(num[ctx] > 0, num[ctx] * (new_logbow - old_logbow), 0.0)
         delta = -np.exp(log_ph) * (change + unlisted)  # (U_m,)
@@ -234,7 +236,8 @@ def prune_entropy(model, threshold: float):
         dH = -P(h) [ P(w|h) (log P(w|h') + log gamma'(h) - log P(w|h))
                      + num(h) (log gamma'(h) - log gamma(h)) ],
 
-    with P(h) the chain product of the context's own conditionals (``<s>`` given). The
+    with P(h) the chain product of the context's own conditionals (a leading ``<s>`` counts
+    with P(``</s>``), as in SRILM's ``contextProb``). The
     n-gram is pruned when exp(dH) - 1 < theta. Orders are pruned from the highest down (an
     n-gram loses its protection once all its extensions are gone), each n-gram judged against
     the model before its order was pruned, as SRILM does; finally every back-off weight is
@@ -256,10 +259,10 @@ def prune_entropy(model, threshold: float):
     if src.unlisted_logbow:
         raise InputError("prune_entropy needs a normalized back-off model (unlisted_logbow = 0)")
     tables = BackoffTables(src.vocab_size, list(src.keys), list(src.logp), [b.copy() for b in src.logbow])
-    bos = model.vocab.bos_id
+    bos, eos = model.vocab.bos_id, model.vocab.eos_id
     for m in range(tables.order, 1, -1):
         keep = [np.ones(n, dtype=bool) for n in tables.sizes()]
-        delta, is_context = entropy_deltas(tables, m, bos)
+        delta, is_context = entropy_deltas(tables, m, bos, eos)
         keep[m - 1] = is_context | ~(np.expm1(delta) < th)
         tables = subset_tables(tables, keep)
         recompute_backoffs(tables)
