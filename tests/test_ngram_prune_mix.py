@@ -14,8 +14,9 @@ from seqprob.ngram import (Mixture, MixtureWeightError, ModifiedKneserNey, Witte
 from seqprob.ngram.mixture import em_weights
 from seqprob.ngram.prune import entropy_deltas, last_logprob, recompute_backoffs, subset_tables
 
-from contract import (check_incremental, check_rows_sum_to_one, check_token_logprobs_gather,
-                      random_prefix)
+from contract import (check_batched_equals_unbatched, check_incremental, check_rows_sum_to_one,
+                      check_token_logprobs_gather, random_prefix, total_mass_fixed_length)
+from small_models import LINES as SMALL_LINES, gpt, tok  # noqa: F401 - fixtures
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kenlm"
 LINES = (FIXTURES / "genesis.train.txt").read_text(encoding="utf-8").splitlines()[:400]
@@ -188,6 +189,22 @@ def test_mixture_contract(mixture, seed, length):
     check_incremental(mixture, ids)
 
 
+def test_mixture_of_gpt_and_ngram(gpt, tok):  # noqa: F811 - fixtures
+    kn = ModifiedKneserNey(order=2, discounts=[(0.5, 1.0, 1.5)] * 2).fit(SMALL_LINES, tokenizer=tok)
+    mix = Mixture([gpt, kn], [0.25, 0.75])
+    rng = np.random.default_rng(0)
+    seqs = [random_prefix(mix, rng, 6) for _ in range(3)]
+    for ids in seqs:
+        check_rows_sum_to_one(mix, ids)
+        check_token_logprobs_gather(mix, ids)
+        check_incremental(mix, ids)  # the GPT's KV cache and the n-gram state, stepped together
+    check_batched_equals_unbatched(mix, seqs)
+    assert abs(total_mass_fixed_length(mix, 2) - 1.0) < 1e-9  # chain rule over all V^2 sequences
+    with pytest.raises(InputError, match="back-off"):
+        sp.write_arpa(mix, "never-written.arpa")
+    assert not Path("never-written.arpa").exists()
+
+
 def test_mixture_equals_weighted_sum(mixture):
     ids = random_prefix(mixture, np.random.default_rng(0), 9)
     a, b = mixture.models
@@ -277,3 +294,13 @@ def test_docstring_examples():
     for module in (mixture, prune):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.failed == 0 and result.attempted > 0, module.__name__
+
+
+def test_pruned_models_round_trip_through_arpa(full, pruned, tmp_path):
+    small = prune_entropy(full, 1e-5)
+    ids = random_prefix(full, np.random.default_rng(7), 12)
+    for i, model in enumerate((pruned, small)):
+        back = sp.read_arpa(sp.write_arpa(model, tmp_path / f"m{i}.arpa"))
+        remap = np.array([back.vocab.id(t) for t in model.vocab.tokens])
+        assert back.tables_.sizes() == model.tables_.sizes()
+        np.testing.assert_allclose(back.token_logprobs(remap[ids]), model.token_logprobs(ids), rtol=1e-8)
