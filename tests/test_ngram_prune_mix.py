@@ -304,3 +304,35 @@ def test_pruned_models_round_trip_through_arpa(full, pruned, tmp_path):
         remap = np.array([back.vocab.id(t) for t in model.vocab.tokens])
         assert back.tables_.sizes() == model.tables_.sizes()
         np.testing.assert_allclose(back.token_logprobs(remap[ids]), model.token_logprobs(ids), rtol=1e-8)
+
+
+def test_row_shortcuts_equal_backoff_scoring():
+    """lower_logprobs / context_logprobs (row arithmetic) == scoring the n-grams as text, also
+    where pruning removed the suffix of a kept n-gram."""
+    from seqprob.ngram.prune import context_logprobs, lower_logprobs, suffix_rows
+
+    lm = ModifiedKneserNey(order=4).fit(LINES)
+    small = prune_entropy(lm, 1e-4).tables_
+    v = lm.vocab
+    for m in (2, 3, 4):
+        words = small.words(m)
+        want = last_logprob(small, words[:, 1:]) if m > 2 else small.logp[0][words[:, 1]]
+        np.testing.assert_allclose(lower_logprobs(small, m), want, rtol=1e-12)
+        ctx = small.words(m - 1)
+        first = np.where(ctx[:, 0] == v.bos_id, v.eos_id, ctx[:, 0])
+        chain = small.logp[0][first] + (np.nansum(small.score_stream(
+            ctx.ravel(), np.repeat(np.arange(len(ctx)) * (m - 1), m - 1)).reshape(len(ctx), m - 1)[:, 1:], axis=1)
+            if m > 2 else 0.0)
+        np.testing.assert_allclose(context_logprobs(small, m - 1, v.bos_id, v.eos_id), chain, rtol=1e-12)
+    assert (suffix_rows(small, 4) < 0).any()  # the fallback path was exercised
+
+
+def test_static_mixture_with_a_pruned_component(full):
+    small = prune_entropy(full, 1e-4)
+    mix = Mixture([small, full], [0.4, 0.6])
+    static = mix.to_backoff()
+    for m in (2, 3):
+        words = static.tables_.words(m)[::7]
+        exact = np.array([mix.token_logprobs(w)[-1] for w in words])
+        np.testing.assert_allclose(last_logprob(static.tables_, words), exact, rtol=1e-12)
+    check_rows_sum_to_one(static, random_prefix(static, np.random.default_rng(5), 8))

@@ -18,7 +18,8 @@ from ..base import BaseLanguageModel
 from ..errors import InputError
 from ..functional import logsumexp
 from ..vocab import check_ids
-from .prune import TablesModel, last_logprob, recompute_backoffs
+from ..counts import lookup_keys
+from .prune import TablesModel, last_logprob, recompute_backoffs, suffix_rows
 from .tables import BackoffTables
 
 __all__ = ["Mixture", "MixtureWeightError", "interpolate", "em_weights", "MixtureState"]
@@ -299,32 +300,61 @@ def em_weights(L: np.ndarray, init, max_iter: int = 200, tol: float = 1e-9):
 def static_mixture(tables: list, weights: np.ndarray) -> BackoffTables:
     """Back-off tables of the union of n-grams with mixed probabilities and fresh back-offs."""
     V = tables[0].vocab_size
-    N = max(t.order for t in tables)
-    keys, logp = [np.arange(V, dtype=np.int64)], [_mixed_unigrams(tables, weights)]
-    prev_words = keys[0][:, None]
+    union_keys, rows = _union_keys(tables, V)
+    N = len(union_keys)
+    out = BackoffTables(V, union_keys, [np.zeros(len(k)) for k in union_keys],
+                        [np.zeros(len(k)) for k in union_keys[:-1]])
+    scores = [[t.logp[0]] for t in tables]  # per component, per order: log P_t of union n-grams
     for m in range(2, N + 1):
-        parts = [t.words(m) for t in tables if t.order >= m]
-        words = np.unique(np.concatenate(parts), axis=0)  # (U_m, m) lexicographic = key order
-        prefix = _rows_of(prev_words, words[:, :-1])
-        keys.append(prefix * V + words[:, -1])
-        logp.append(_mixed_last(tables, weights, words))
-        prev_words = words
-    out = BackoffTables(V, keys, logp, [np.zeros(len(k)) for k in keys[:-1]])
+        suf = suffix_rows(out, m)  # (U_m,) union row of each suffix, order m-1
+        for i, t in enumerate(tables):
+            scores[i].append(_component_order(out, t, m, rows[i], suf, scores[i][-1]))
+    for m in range(1, N + 1):
+        parts = [np.log(w) + scores[i][m - 1] for i, w in enumerate(weights) if w > 0]
+        out.logp[m - 1] = np.minimum(logsumexp(np.stack(parts), axis=0), 0.0)  # (U_m,)
     return recompute_backoffs(out)
 
 
-def _rows_of(table_words: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """Row of each query row inside the lexicographically sorted unique ``table_words``."""
-    view = np.ascontiguousarray(table_words).view([("", table_words.dtype)] * table_words.shape[1]).ravel()
-    q = np.ascontiguousarray(query).view([("", query.dtype)] * query.shape[1]).ravel()
-    return np.searchsorted(view, q).astype(np.int64)
+def _union_keys(tables: list, V: int):
+    """Union of the components' prefix-linked keys, and each union n-gram's row per component."""
+    keys = [np.arange(V, dtype=np.int64)]
+    maps = [keys[0] for _ in tables]  # component row -> union row, at the previous order
+    mapped_all = []
+    for m in range(2, max(t.order for t in tables) + 1):
+        mapped = [maps[i][t.keys[m - 1] // V] * V + t.keys[m - 1] % V if t.order >= m else None
+                  for i, t in enumerate(tables)]  # component keys in union row space, still sorted
+        keys.append(np.unique(np.concatenate([k for k in mapped if k is not None])))
+        maps = [np.searchsorted(keys[-1], k) if k is not None else None for k in mapped]
+        mapped_all.append(mapped)
+    rows = []
+    for i in range(len(tables)):
+        per = [keys[0]]  # unigram rows are the ids
+        for m, mapped in enumerate(mapped_all, start=2):
+            k = mapped[i]
+            per.append(lookup_keys(k, keys[m - 1]) if k is not None else np.full(len(keys[m - 1]), -1))
+        rows.append(per)
+    return keys, rows
 
 
-def _mixed_unigrams(tables: list, weights) -> np.ndarray:
-    parts = [np.log(w) + t.logp[0] for w, t in zip(weights, tables) if w > 0]
-    return np.minimum(logsumexp(np.stack(parts), axis=0), 0.0)
+def _component_order(union: BackoffTables, t: BackoffTables, m: int, rows: list, suf: np.ndarray,
+                     lower: np.ndarray) -> np.ndarray:
+    """log P_t(w | h) of every order-m union n-gram: listed in t, else gamma_t(h) P_t(w | h')."""
+    V = union.vocab_size
+    row = rows[m - 1]  # (U_m,) row in t, -1 if t does not list it
+    ctx_row = rows[m - 2][union.keys[m - 1] // V]  # (U_m,) row of h in t
+    bow = np.zeros(len(row))
+    if m <= t.order:  # h can be a context of t
+        has = ctx_row >= 0
+        bow[has] = t.logbow[m - 2][ctx_row[has]]
+    backoff = np.empty(len(row))
+    known = suf >= 0
+    backoff[known] = lower[suf[known]]
+    if not known.all():  # suffix listed by no component: score it in t directly
+        backoff[~known] = last_logprob(t, union.words(m)[~known, 1:])
+    out = bow + backoff
+    listed = row >= 0
+    if listed.any():
+        out[listed] = t.logp[m - 1][row[listed]]
+    return out
 
 
-def _mixed_last(tables: list, weights, words: np.ndarray) -> np.ndarray:
-    parts = [np.log(w) + last_logprob(t, words) for w, t in zip(weights, tables) if w > 0]
-    return np.minimum(logsumexp(np.stack(parts), axis=0), 0.0)

@@ -11,6 +11,7 @@ import logging
 
 import numpy as np
 
+from ..counts import lookup_keys
 from ..errors import InputError
 from .base import BackoffLanguageModel
 from .tables import BackoffTables
@@ -128,14 +129,37 @@ def last_logprob(tables: BackoffTables, words: np.ndarray) -> np.ndarray:
     return tables.score_stream(stream, seg).reshape(n, m)[:, -1]  # (n,)
 
 
+def suffix_rows(tables: BackoffTables, m: int) -> np.ndarray:
+    """Row at order m-1 of the suffix (w_2 .. w_m) of each order-m n-gram, -1 if not listed."""
+    V = tables.vocab_size
+    suf = tables.keys[1] % V  # order 2: the suffix is the unigram w_2
+    for j in range(3, m + 1):
+        keys = tables.keys[j - 1]
+        ctx_suffix = suf[keys // V]  # (U_j,) row of h' (order j-2) for each context h
+        query = np.where(ctx_suffix >= 0, ctx_suffix * V + keys % V, -1)
+        suf = np.where(ctx_suffix >= 0, lookup_keys(tables.keys[j - 2], query), -1)
+    return suf
+
+
+def lower_logprobs(tables: BackoffTables, m: int) -> np.ndarray:
+    """log P(w | h') of every order-m n-gram (h, w): its listed suffix, else scored by back-off."""
+    if m == 2:
+        return tables.logp[0][tables.keys[1] % tables.vocab_size]
+    suf = suffix_rows(tables, m)
+    out = np.empty(len(suf))
+    listed = suf >= 0
+    out[listed] = tables.logp[m - 2][suf[listed]]
+    if not listed.all():
+        out[~listed] = last_logprob(tables, tables.words(m)[~listed, 1:])
+    return out
+
+
 def backoff_sums(tables: BackoffTables, m: int):
     """Per order-(m-1) context: (1 - sum_listed P(w|h), 1 - sum_listed P(w|h')) over its children."""
-    V = tables.vocab_size
     n_ctx = len(tables.keys[m - 2])
-    words = tables.words(m)  # (U_m, m)
-    ctx = tables.keys[m - 1] // V  # (U_m,)
+    ctx = tables.keys[m - 1] // tables.vocab_size  # (U_m,)
     p = np.exp(tables.logp[m - 1])
-    lower = np.exp(last_logprob(tables, words[:, 1:])) if m > 2 else np.exp(tables.logp[0][words[:, 1]])
+    lower = np.exp(lower_logprobs(tables, m))
     num = 1.0 - np.bincount(ctx, weights=p, minlength=n_ctx)  # (U_{m-1},)
     den = 1.0 - np.bincount(ctx, weights=lower, minlength=n_ctx)
     return num, den
@@ -166,22 +190,19 @@ def recompute_backoffs(tables: BackoffTables) -> BackoffTables:
 
 
 # ---------------------------------------------------------------------------- entropy pruning
-def _context_logprob(tables: BackoffTables, ctx_words: np.ndarray, bos_id=None, eos_id=None) -> np.ndarray:
-    """log P(h) of each context (n, k) under the model: the chain of its conditionals.
+def context_logprobs(tables: BackoffTables, k: int, bos_id=None, eos_id=None) -> np.ndarray:
+    """log P(h) of every listed order-k n-gram h: the chain of its own listed conditionals.
 
-    A context starting with ``<s>`` takes P(``</s>``) as the marginal of that ``<s>`` (a
-    sentence starts where one ends), as SRILM's ``LM::contextProb`` does.
+    A leading ``<s>`` counts with P(``</s>``) (a sentence starts where one ends), as SRILM's
+    ``LM::contextProb`` does.
     """
-    n, k = ctx_words.shape
-    first = ctx_words[:, 0]
+    first = np.arange(tables.vocab_size)
     if bos_id is not None and eos_id is not None:
-        first = np.where(first == bos_id, eos_id, first)
-    logp = tables.logp[0][first].copy()  # (n,)
-    if k == 1:
-        return logp
-    stream, seg = _segments(ctx_words)
-    rest = tables.score_stream(stream, seg).reshape(n, k)[:, 1:]
-    return logp + rest.sum(axis=1)
+        first[bos_id] = eos_id
+    out = tables.logp[0][first]  # (V,)
+    for j in range(2, k + 1):
+        out = out[tables.keys[j - 1] // tables.vocab_size] + tables.logp[j - 1]  # (U_j,)
+    return out
 
 
 def entropy_deltas(tables: BackoffTables, m: int, bos_id=None, eos_id=None):
@@ -195,16 +216,15 @@ def entropy_deltas(tables: BackoffTables, m: int, bos_id=None, eos_id=None):
     is_context = np.zeros(len(keys), dtype=bool)
     if m < tables.order:
         is_context[np.unique(tables.keys[m] // V)] = True
-    words = tables.words(m)  # (U_m, m)
     ctx = keys // V  # (U_m,)
     logp = tables.logp[m - 1]
-    lower = last_logprob(tables, words[:, 1:]) if m > 2 else tables.logp[0][words[:, 1]]
+    lower = lower_logprobs(tables, m)
     num, den = backoff_sums(tables, m)  # (U_{m-1},)
     p, q = np.exp(logp), np.exp(lower)
     with np.errstate(divide="ignore", invalid="ignore"):
         new_logbow = np.log(num[ctx] + p) - np.log(den[ctx] + q)  # (U_m,) after removing it
         old_logbow = _log_ratio(num, den)[ctx]
-        log_ph = _context_logprob(tables, tables.words(m - 1), bos_id, eos_id)[ctx]
+        log_ph = context_logprobs(tables, m - 1, bos_id, eos_id)[ctx]
         change = np.where(p > 0, p * (lower + new_logbow - logp), 0.0)
         unlisted = np.where(num[ctx] > 0, num[ctx] * (new_logbow - old_logbow), 0.0)
         delta = -np.exp(log_ph) * (change + unlisted)  # (U_m,)
