@@ -323,7 +323,7 @@ def _union_keys(tables: list, V: int):
     for m in range(2, max(t.order for t in tables) + 1):
         mapped = [maps[i][t.keys[m - 1] // V] * V + t.keys[m - 1] % V if t.order >= m else None
                   for i, t in enumerate(tables)]  # component keys in union row space, still sorted
-        keys.append(np.unique(np.concatenate([k for k in mapped if k is not None])))
+        keys.append(_sorted_unique(np.concatenate([k for k in mapped if k is not None])))
         maps = [np.searchsorted(keys[-1], k) if k is not None else None for k in mapped]
         mapped_all.append(mapped)
     rows = []
@@ -334,6 +334,11 @@ def _union_keys(tables: list, V: int):
             per.append(lookup_keys(k, keys[m - 1]) if k is not None else np.full(len(keys[m - 1]), -1))
         rows.append(per)
     return keys, rows
+
+
+def _sorted_unique(keys: np.ndarray) -> np.ndarray:
+    keys = np.sort(keys)  # (n,)
+    return keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if len(keys) else keys
 
 
 def _component_order(union: BackoffTables, t: BackoffTables, m: int, rows: list, suf: np.ndarray,

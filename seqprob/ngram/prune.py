@@ -257,11 +257,12 @@ def prune_entropy(model, threshold: float):
                      + num(h) (log gamma'(h) - log gamma(h)) ],
 
     with P(h) the chain product of the context's own conditionals (a leading ``<s>`` counts
-    with P(``</s>``), as in SRILM's ``contextProb``). The
-    n-gram is pruned when exp(dH) - 1 < theta. Orders are pruned from the highest down (an
-    n-gram loses its protection once all its extensions are gone), each n-gram judged against
-    the model before its order was pruned, as SRILM does; finally every back-off weight is
-    recomputed so that each row sums to 1. Unigrams are never pruned.
+    with P(``</s>``), as in SRILM's ``contextProb``). The n-gram is pruned when
+    exp(dH) - 1 < theta. Orders are pruned from the highest down (an n-gram loses its
+    protection once all its extensions are gone), each n-gram judged against the model before
+    its order was pruned, as SRILM does (no back-off weight it reads has changed by then);
+    finally every back-off weight is recomputed so that each row sums to 1. Unigrams are
+    never pruned.
 
     Examples
     --------
@@ -284,8 +285,8 @@ def prune_entropy(model, threshold: float):
         keep = [np.ones(n, dtype=bool) for n in tables.sizes()]
         delta, is_context = entropy_deltas(tables, m, bos, eos)
         keep[m - 1] = is_context | ~(np.expm1(delta) < th)
-        tables = subset_tables(tables, keep)
-        recompute_backoffs(tables)
+        tables = subset_tables(tables, keep)  # back-offs are stale until the end; never read before
+    recompute_backoffs(tables)
     log.info("prune_entropy(%g): n-grams %s -> %s", th, src.sizes(), tables.sizes())
     return TablesModel(tables, model.vocab, getattr(model, "tokenizer", None))
 
