@@ -17,7 +17,8 @@ from .base import BackoffLanguageModel
 from .tables import BackoffTables
 
 __all__ = ["check_prune_thresholds", "count_prune_discounts", "subset_tables", "recompute_backoffs",
-           "prune_entropy", "TablesModel"]
+           "prune_entropy", "entropy_deltas", "TablesModel", "last_logprob", "suffix_rows",
+           "lower_logprobs", "backoff_sums", "context_logprobs"]
 
 log = logging.getLogger(__name__)
 
