@@ -8,6 +8,7 @@ from . import analysis, errors, functional, ngram, registry
 from .arpa import ArpaModel, read_arpa, write_arpa
 from .errors import SeqProbError
 from .gpt import GPT, GPTConfig
+from .ngram import Mixture
 from .optim import AdamW
 from .protocols import LanguageModel
 from .registry import default_model, load_model
@@ -20,6 +21,7 @@ from .compress import compress, decompress
 from .table import JointTable, UniformModel, lookup_table_size
 from .tokenizers import (BPETokenizer, CharTokenizer, TiktokenTokenizer, Tokenizer, WhitespaceTokenizer,
                          load_tokenizer)
+from .tokenizers import HFTokenizer
 from .training import train
 from .truth import ProbabilisticGrammar, toy_english
 from .vocab import Vocab
@@ -33,9 +35,9 @@ __all__ = [
     "LanguageModel", "Vocab", "SeqProbError",
     # tokenizers
     "Tokenizer", "WhitespaceTokenizer", "CharTokenizer", "BPETokenizer", "TiktokenTokenizer",
-    "load_tokenizer",
+    "HFTokenizer", "load_tokenizer",
     # models
-    "UniformModel", "JointTable", "lookup_table_size", "ngram", "ArpaModel", "read_arpa", "write_arpa",
+    "UniformModel", "JointTable", "Mixture", "lookup_table_size", "ngram", "ArpaModel", "read_arpa", "write_arpa",
     "GPT", "GPTConfig", "AdamW", "train", "default_model", "ProbabilisticGrammar", "toy_english",
     "load_model",
     # using any model

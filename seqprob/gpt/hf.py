@@ -163,5 +163,14 @@ def _is_hf_folder(path: Path) -> bool:
     return any(folder.glob("*.safetensors"))
 
 
-register_model_format("hf-gpt2", _is_hf_folder, from_hf,
+def _load_hf_folder(path):
+    """An HF checkpoint with the folder's ``tokenizer.json`` (when present) as its tokenizer."""
+    from ..tokenizers.hf import folder_tokenizer
+
+    path = Path(path)
+    folder = path.parent if path.is_file() else path
+    return from_hf(path, tokenizer=folder_tokenizer(folder))
+
+
+register_model_format("hf-gpt2", _is_hf_folder, _load_hf_folder,
                       "Hugging Face GPT-2 folder (config.json + model.safetensors)")

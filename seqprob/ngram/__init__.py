@@ -13,12 +13,14 @@ from ._interpolate import DiscountFallbackWarning, expected_discount_fallback
 from .base import BackoffLanguageModel, NGramModel
 from .estimators import MLE, AbsoluteDiscount, AddK, Laplace, StupidBackoff, WittenBell
 from .kneser_ney import KneserNey, ModifiedKneserNey, adjusted_counts, mkn_discounts
+from .mixture import Mixture, MixtureWeightError, interpolate
+from .prune import TablesModel, prune_entropy
 from .tables import BackoffTables, NGramState
 
 __all__ = ["NGramModel", "BackoffLanguageModel", "BackoffTables", "NGramState", "MLE", "AddK",
            "Laplace", "AbsoluteDiscount", "WittenBell", "KneserNey", "ModifiedKneserNey",
            "StupidBackoff", "DiscountFallbackWarning", "expected_discount_fallback", "adjusted_counts", "mkn_discounts",
-           "ESTIMATORS"]
+           "Mixture", "MixtureWeightError", "interpolate", "prune_entropy", "TablesModel", "ESTIMATORS"]
 
 #: CLI / config names of the estimators.
 ESTIMATORS = {"mkn": ModifiedKneserNey, "kn": KneserNey, "wb": WittenBell, "abs": AbsoluteDiscount,

@@ -9,6 +9,7 @@ from ..vocab import Vocab
 from ._interpolate import count_of_counts, interpolated_tables, resolve_discount
 from .estimators import AbsoluteDiscount, _check_positive
 from .base import NGramModel
+from .prune import check_prune_thresholds, count_prune_discounts, subset_tables
 
 __all__ = ["KneserNey", "ModifiedKneserNey", "adjusted_counts", "mkn_discounts", "kenlm_quirk_rows"]
 
@@ -176,6 +177,12 @@ class ModifiedKneserNey(NGramModel):
         the discounts of tiny corpora only.
     min_count : int
         Words seen fewer times become ``<unk>``.
+    prune : sequence of int or None
+        lmplz ``--prune``: count thresholds per order (padded with the last; the unigram one
+        must be 0, non-decreasing). An n-gram of order m >= 2 whose raw count is <= t_m is
+        removed; discounts come from the unpruned statistics and the removed mass goes into
+        the back-off weight gamma of its context, so rows still sum to 1
+        (see :func:`seqprob.ngram.prune.count_prune_discounts`).
 
     Notes
     -----
@@ -197,11 +204,12 @@ class ModifiedKneserNey(NGramModel):
 
     def __init__(self, order: int = 3, discounts=None, discount_fallback=(0.5, 1.0, 1.5),
                  kenlm_quirk: bool = False, min_count: int = 1, chunk_chars: int = 1 << 23,
-                 progress: bool | None = None):
+                 progress: bool | None = None, prune=None):
         super().__init__(order, min_count, chunk_chars, progress)
         self.discounts = discounts
         self.discount_fallback = discount_fallback
         self.kenlm_quirk = kenlm_quirk
+        self.prune = prune
 
     def _check_params(self) -> None:
         super()._check_params()
@@ -214,6 +222,8 @@ class ModifiedKneserNey(NGramModel):
                                  f"got {len(ds)}", value=ds, limit=int(self.order))
             for d in ds:
                 _check_triple(d, "discounts")
+        if self.prune is not None:
+            check_prune_thresholds(self.prune, int(self.order))
 
     def _estimate(self, counts: NGramCounts, vocab: Vocab) -> None:
         a = _adjusted_with_stats(self, counts, vocab)
@@ -227,7 +237,12 @@ class ModifiedKneserNey(NGramModel):
         disc = []
         for x, (d1, d2, d3) in zip(a, self.discounts_):
             disc.append(np.select([x == 1, x == 2, x >= 3], [d1, d2, d3], 0.0))
-        self.tables_ = interpolated_tables(counts, vocab, a, disc, [0.0] * counts.order)
+        keep = None
+        if self.prune is not None:  # lmplz --prune: pruned mass moves into gamma
+            disc, keep = count_prune_discounts(counts.counts, a, disc,
+                                               check_prune_thresholds(self.prune, counts.order))
+        tables = interpolated_tables(counts, vocab, a, disc, [0.0] * counts.order)
+        self.tables_ = tables if keep is None else subset_tables(tables, keep)
 
 
 def _check_triple(value, name: str) -> tuple:

@@ -136,7 +136,8 @@ class Tokenizer:
 
 
 def load_tokenizer(path) -> Tokenizer:
-    """Load any tokenizer from a JSON file written by ``Tokenizer.save`` (or a ``.tiktoken`` file)."""
+    """Load any tokenizer from a JSON file written by ``Tokenizer.save``, a ``.tiktoken`` file, or a
+    Hugging Face ``tokenizer.json`` (an :class:`~seqprob.tokenizers.hf.HFTokenizer`)."""
     path = Path(path)
     if path.suffix == ".tiktoken":
         return _REGISTRY["tiktoken"](str(path))
@@ -149,6 +150,8 @@ def load_tokenizer(path) -> Tokenizer:
         raise FileFormatError(f"tokenizer file {str(path)!r} is not UTF-8 text", path=str(path)) from exc
     try:
         data = json.loads(text)
+        if "type" not in data and "model" in data:  # a Hugging Face tokenizer.json
+            return _REGISTRY["hf"](path)
         kind = data["type"]
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise FileFormatError(f"tokenizer file {str(path)!r} is not a seqprob tokenizer JSON ({exc})",

@@ -38,6 +38,9 @@ def register(sub) -> None:
                    help="mkn/kn: reproduce lmplz's count-of-counts quirk (kpu/kenlm #405, #427)")
     f.add_argument("--no-discount-fallback", action="store_true",
                    help="mkn/kn/abs: fail instead of using fallback discounts on tiny data")
+    f.add_argument("--prune", type=int, nargs="+", metavar="T",
+                   help="mkn: lmplz-style count thresholds per order, e.g. --prune 0 1 1 (an n-gram "
+                        "of order m >= 2 seen <= T_m times is removed; the last value repeats)")
     f.set_defaults(func=run_fit)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
@@ -61,6 +64,11 @@ def build_model(args):
         kwargs["kenlm_quirk"] = args.kenlm_quirk
     if args.smoothing in ("mkn", "kn", "abs") and args.no_discount_fallback:
         kwargs["discount_fallback"] = None
+    if getattr(args, "prune", None):
+        if args.smoothing != "mkn":
+            raise InputError(f"--prune applies to --smoothing mkn (lmplz), not {args.smoothing}",
+                             value=args.smoothing)
+        kwargs["prune"] = tuple(args.prune)
     model = cls(**kwargs)
     model._check_params()
     return model
