@@ -10,6 +10,7 @@ from seqprob.compress import HEADER_BYTES, CompressedDataError, code_length_bits
 from seqprob.errors import InputError
 
 from small_models import LINES, gpt, tok  # noqa: F401 - shared fixtures
+from budget import examples
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def models(truth, tok, gpt, bpe):
 word_lines = st.lists(st.sampled_from("the cat dog sat on mat king saw queen".split()), min_size=0, max_size=8)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(st.sampled_from(["gpt", "kn"]), st.lists(word_lines.map(" ".join), min_size=1, max_size=4))
 def test_round_trip_word_models(models, name, lines):
     model, tk = models[name]
@@ -40,14 +41,14 @@ def test_round_trip_word_models(models, name, lines):
     assert sp.decompress(model, sp.compress(model, text, tokenizer=tk), tokenizer=tk) == text
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(st.text(max_size=40))
 def test_round_trip_any_text_with_byte_level_bpe(models, text):
     model, tk = models["uniform-bpe"]
     assert sp.decompress(model, sp.compress(model, text, tokenizer=tk), tokenizer=tk) == text
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(st.integers(0, 10_000), st.integers(1, 40))
 def test_size_is_within_two_bits_of_the_quantized_code_length(truth, seed, n):
     """payload <= ceil((L + 2) / 8) bytes, L = sum -log2 q (quantized); and L exceeds P*'s own

@@ -10,6 +10,7 @@ from seqprob.errors import ContextLengthError, InputError
 from seqprob.windows import plan_windows, stride_sweep, window_logprobs, window_token_logprobs
 
 from small_models import LINES, gpt, tok  # noqa: F401 - shared fixtures
+from budget import examples
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,7 @@ def test_context_longer_than_the_window_needs_a_stride(gpt, tok):
         sp.conditional_logprob(gpt, "the", "cat", level="char")
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.integers(1, 80), st.integers(2, 12), st.data(), st.booleans())
 def test_window_plan_covers_every_row_once_with_enough_context(n, width, data, bos_per_window):
     stride = data.draw(st.integers(1, width - int(bos_per_window)))

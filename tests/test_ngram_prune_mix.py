@@ -17,6 +17,7 @@ from seqprob.ngram.prune import entropy_deltas, last_logprob, recompute_backoffs
 from contract import (check_batched_equals_unbatched, check_incremental, check_rows_sum_to_one,
                       check_token_logprobs_gather, random_prefix, total_mass_fixed_length)
 from small_models import LINES as SMALL_LINES, gpt, tok  # noqa: F401 - fixtures
+from budget import examples
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kenlm"
 LINES = (FIXTURES / "genesis.train.txt").read_text(encoding="utf-8").splitlines()[:400]
@@ -91,7 +92,7 @@ def test_count_pruning_reproduces_lmplz(order, prune):
             np.testing.assert_allclose(ours.logbow[m - 1], ref.logbow[m - 1], atol=1e-6, rtol=0)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(seed=st.integers(0, 10**6), length=st.integers(2, 6))
 def test_pruned_rows_sum_to_one(pruned, seed, length):
     rng = np.random.default_rng(seed)
@@ -107,7 +108,7 @@ def test_prune_bad_thresholds(prune):
 
 
 def test_cli_prune(tmp_path):
-    from seqprob.cli import main
+    from seqprob.app.cli import main
     out = tmp_path / "p.arpa"
     assert main(["ngram", "fit", str(FIXTURES / "genesis.train.txt"), "-o", str(out), "--order", "3",
                  "--prune", "0", "1", "1"]) == 0
@@ -161,7 +162,7 @@ def test_prune_entropy_keeps_listed_probabilities(full):
         np.testing.assert_array_equal(small.tables_.logp[m - 1], full.tables_.logp[m - 1][rows])
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(seed=st.integers(0, 10**6), th=st.floats(1e-8, 1e-2))
 def test_prune_entropy_rows_sum_to_one(full, seed, th):
     small = prune_entropy(full, th)
@@ -180,7 +181,7 @@ def test_prune_entropy_refuses_unnormalized():
 
 
 # ---------------------------------------------------------------------------- mixtures
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(seed=st.integers(0, 10**6), length=st.integers(2, 7))
 def test_mixture_contract(mixture, seed, length):
     ids = random_prefix(mixture, np.random.default_rng(seed), length)
@@ -233,7 +234,7 @@ def test_mixture_needs_one_vocabulary(full):
         Mixture([full, other])
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(seed=st.integers(0, 10**6), k=st.integers(1, 4), n=st.integers(1, 40))
 def test_em_never_lowers_likelihood(seed, k, n):
     rng = np.random.default_rng(seed)

@@ -14,6 +14,7 @@ from hypothesis import given, settings, strategies as st
 import seqprob as sp
 from seqprob.errors import FileFormatError, InputError, SeqProbError, SeqProbFileError
 from seqprob.tokenizers.hf import HFTokenizer
+from budget import examples
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HF = FIXTURES / "hf_tokenizers"
@@ -79,7 +80,7 @@ def test_save_and_load_roundtrip(case, tmp_path):
         assert back.encode(c["text"]) == c["ids"]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(text=st.text(max_size=40))
 def test_byte_level_roundtrip_any_text(text):
     tok = _cached("llama3")
@@ -128,7 +129,7 @@ def test_missing_file(tmp_path):
 
 
 def test_cli_scores_hf_folder_with_tokenizer_json(tmp_path, capsys):
-    from seqprob.cli import main
+    from seqprob.app.cli import main
     from seqprob.gpt import GPT
 
     folder = tmp_path / "ckpt"

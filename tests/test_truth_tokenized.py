@@ -7,6 +7,7 @@ import seqprob as sp
 from seqprob.errors import TokenizerError
 from seqprob.functional import logsumexp
 from seqprob.truth.tokenized import check_word_separable
+from budget import examples
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,7 @@ def test_a_pattern_that_splits_words_is_refused(truth):
         sp.truth.tokenized(truth, truth.tokenizer)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(st.integers(0, 10_000))
 def test_word_scores_equal_p_star_word_logprobs(truth, bpe, induced, seed):
     sentences = truth.sample(4, seed=seed)
@@ -57,7 +58,7 @@ def test_word_scores_equal_p_star_word_logprobs(truth, bpe, induced, seed):
     assert np.abs(plain["logprob"].to_numpy() - exact).max() > 1e-3  # the naive sum is biased
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(st.integers(0, 10_000))
 def test_rows_are_distributions_and_sum_to_sentence_logprob(truth, bpe, induced, seed):
     sentence = truth.sample(1, seed=seed)[0]

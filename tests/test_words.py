@@ -10,6 +10,7 @@ from seqprob.errors import InputError
 from seqprob.words import WordAlignmentError, word_scores, word_start_mask
 
 from small_models import LINES, gpt, tok  # noqa: F401 - shared fixtures
+from budget import examples
 
 words = st.sampled_from("the cat dog sat on mat king queen".split())
 sentences = st.lists(words, min_size=1, max_size=6).map(" ".join)
@@ -37,7 +38,7 @@ def test_word_boundary_defaults_and_setter(bpe, tok):
         other.word_boundary = "sometimes"
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(st.lists(sentences, min_size=1, max_size=3))
 def test_whole_word_tokenizer_gives_the_token_scores(texts):
     model = sp.JointTable().fit(LINES + texts)
@@ -48,7 +49,7 @@ def test_whole_word_tokenizer_gives_the_token_scores(texts):
     assert w[~w.is_eos]["word"].tolist() == " ".join(texts).split()
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(st.lists(sentences, min_size=1, max_size=3))
 def test_rows_sum_to_joint_logprob_with_correction(bpe_gpt, bpe, texts):
     """The correction terms telescope: the words and </s> of a text add up to its joint log P."""
