@@ -38,6 +38,12 @@ def register(sub) -> None:
                    help="mkn/kn: reproduce lmplz's count-of-counts quirk (kpu/kenlm #405, #427)")
     f.add_argument("--no-discount-fallback", action="store_true",
                    help="mkn/kn/abs: fail instead of using fallback discounts on tiny data")
+    f.add_argument("-S", "--memory", metavar="SIZE",
+                   help="memory budget for counting (e.g. 1G, 512M; like lmplz -S): count in "
+                        "chunks, spill sorted runs to -T, merge them, stream the ARPA out; same "
+                        "file as without it (default: count in memory)")
+    f.add_argument("-T", "--temp-dir", metavar="DIR",
+                   help="folder for the spill files of -S (default: the system temp folder)")
     f.set_defaults(func=run_fit)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
@@ -73,9 +79,18 @@ def run_fit(args) -> int:
 
     model = build_model(args)
     start = time.perf_counter()
-    model.fit(read_lines(args.corpus))  # warnings (discount fallback) print as one line: see cli.main
+    memory, temp_dir = getattr(args, "memory", None), getattr(args, "temp_dir", None)
+    if temp_dir is not None and memory is None:
+        raise InputError("-T/--temp-dir only applies with a memory budget -S (e.g. -S 1G)")
+    # warnings (discount fallback) print as one line: see cli.main
+    model.fit(read_lines(args.corpus), memory=memory, temp_dir=temp_dir)
     fitted = time.perf_counter() - start
-    write_arpa(model, args.output)
+    if memory is None:
+        write_arpa(model, args.output)
+    else:
+        from ..ngram._arpa_stream import write_arpa_stream
+
+        write_arpa_stream(model.tables_, model.vocab, args.output)
     sizes = " ".join(f"{m}:{n}" for m, n in enumerate(model.tables_.sizes(), start=1))
     print(f"wrote {args.output}: {type(model).__name__}(order={args.order}) from "
           f"{model.counts_.n_sentences} sentences, {model.counts_.n_tokens} tokens; "

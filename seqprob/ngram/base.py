@@ -204,7 +204,8 @@ class NGramModel(BackoffLanguageModel):
 
     def _count(self, lines, tokenizer, plan=None, spill=None):
         chunk_chars = plan.chunk_chars if plan else int(self.chunk_chars)
-        chunks = _progress(line_chunks(lines, chunk_chars), self.progress,
+        batch = min(4096, max(1, chunk_chars // 200)) if plan else 4096  # lines read at a time
+        chunks = _progress(line_chunks(lines, chunk_chars, batch), self.progress,
                            total=len(lines) if hasattr(lines, "__len__") else None)
         index = None
         if tokenizer is None:

@@ -1,0 +1,147 @@
+"""An ARPA writer that formats the tables block by block, in bounded memory.
+
+It writes the same bytes as :func:`seqprob.arpa.write_arpa` (a test checks it) but never holds
+the text of a whole order: each block of rows gets its words by walking the prefix-linked keys
+down to the unigrams, and is formatted and written before the next one.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+
+from .._io import atomic_write
+from ..errors import InputError
+from ..functional import LN10
+from ..vocab import BOS, EOS, UNK, Vocab
+from .tables import BackoffTables
+
+__all__ = ["write_arpa_stream"]
+
+log = logging.getLogger(__name__)
+
+
+def write_arpa_stream(tables: BackoffTables, vocab: Vocab, path, block_rows: int = 1 << 16,
+                      progress: bool | None = None) -> Path:
+    """Write back-off tables as an ARPA file, ``block_rows`` n-grams at a time, atomically.
+
+    Parameters
+    ----------
+    tables : BackoffTables
+        A normalized model's tables (``model.tables_``).
+    vocab : Vocab
+        Its vocabulary (distinct ``<s>`` and ``</s>``; no whitespace inside tokens).
+    path : str or path-like
+        Destination, written through a temporary file (no partial output on failure).
+    block_rows : int
+        N-grams formatted per block: memory is O(block_rows), not O(model).
+    progress : bool or None
+        A tqdm bar over the n-grams (None: only on an interactive terminal).
+
+    Returns
+    -------
+    pathlib.Path
+
+    Notes
+    -----
+    Line of n-gram (h, w): ``log10 P(w | h) <TAB> h w [<TAB> log10 gamma(h w)]`` with
+    log10 x = ln x / ln 10 and ``%.10g`` digits; probability 0 as -99, ``<s>`` as 0; no back-off
+    column at the highest order (KenLM's layout, exactly :func:`seqprob.arpa.write_arpa`).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from seqprob.ngram import WittenBell
+    >>> m = WittenBell(order=2).fit(["a b", "b a"])
+    >>> p = write_arpa_stream(m.tables_, m.vocab, os.path.join(tempfile.mkdtemp(), "m.arpa"))
+    >>> p.read_text().splitlines()[1:3]
+    ['ngram 1=5', 'ngram 2=6']
+    """
+    names = np.array(_arpa_names(vocab), dtype=object)  # (V,)
+    path = Path(path)
+    bar = _bar(progress, sum(tables.sizes()))
+    try:
+        with atomic_write(path) as handle:
+            handle.write("\\data\\\n")
+            for m, size in enumerate(tables.sizes(), start=1):
+                handle.write(f"ngram {m}={size}\n")
+            for m in range(1, tables.order + 1):
+                handle.write(f"\n\\{m}-grams:\n")
+                for lo in range(0, tables.sizes()[m - 1], block_rows):
+                    hi = min(lo + block_rows, tables.sizes()[m - 1])
+                    handle.write(_block_text(tables, m, lo, hi, names, vocab))
+                    bar.update(hi - lo)
+            handle.write("\n\\end\\\n")
+    finally:
+        bar.close()
+    log.info("wrote %s: n-grams %s", path, tables.sizes())
+    return path
+
+
+def _block_text(tables: BackoffTables, m: int, lo: int, hi: int, names: np.ndarray,
+                vocab: Vocab) -> str:
+    """The ARPA lines of rows lo..hi-1 of order m."""
+    text = _ngram_texts(tables, m, np.arange(lo, hi, dtype=np.int64), names)  # (b,) object
+    probs = _fmt(tables.logp[m - 1][lo:hi])
+    if m == 1 and lo <= vocab.bos_id < hi:
+        probs[vocab.bos_id - lo] = "0"
+    if m == tables.order:
+        return "".join(f"{p}\t{t}\n" for p, t in zip(probs, text.tolist()))
+    bows = _fmt(tables.logbow[m - 1][lo:hi])
+    return "".join(f"{p}\t{t}\t{b}\n" for p, t, b in zip(probs, text.tolist(), bows))
+
+
+def _ngram_texts(tables: BackoffTables, m: int, rows: np.ndarray, names: np.ndarray) -> np.ndarray:
+    """'w_1 .. w_m' of the given order-m rows, walking prefix rows down to the unigrams."""
+    V = tables.vocab_size
+    words = []
+    for j in range(m, 1, -1):
+        keys = np.asarray(tables.keys[j - 1][rows])  # (b,)
+        rows, last = np.divmod(keys, V)
+        words.append(names[last])
+    text = names[rows]
+    for col in reversed(words):
+        text = text + " " + col
+    return text
+
+
+def _fmt(values: np.ndarray) -> list:
+    log10 = np.asarray(values) / LN10
+    return ["-99" if v == -math.inf else f"{v:.10g}" for v in log10.tolist()]
+
+
+def _arpa_names(vocab: Vocab) -> list:
+    """ARPA spelling of every id (``<s>``, ``</s>``, ``<unk>``), refusing unwritable tokens."""
+    if vocab.bos_id is None or vocab.eos_id is None or vocab.bos_id == vocab.eos_id:
+        raise InputError("an ARPA file needs distinct <s> and </s> tokens; this vocabulary has "
+                         f"bos={vocab.bos!r}, eos={vocab.eos!r}")
+    names = list(vocab.tokens)
+    names[vocab.bos_id], names[vocab.eos_id] = BOS, EOS
+    if vocab.unk_id is not None and vocab.unk != "<UNK>":
+        names[vocab.unk_id] = UNK
+    for i, name in enumerate(names):
+        if not name or len(name.split()) != 1 or name != name.strip():
+            raise InputError(f"token {name!r} (id {i}) is empty or contains whitespace: ARPA words "
+                             "are whitespace-separated", token=name)
+    if len(set(names)) != len(names):
+        raise InputError("a token would appear twice in the ARPA file (it is also a special symbol)")
+    return names
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _bar(progress, total: int):
+    if not progress and progress is not None:
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(desc="writing ARPA", unit=" n-grams", total=total, leave=False,
+                disable=None if progress is None else False)
