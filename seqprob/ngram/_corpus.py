@@ -189,7 +189,7 @@ def build_whitespace_vocab(chunks: Iterable, min_count: int) -> tuple[Whitespace
     return WhitespaceTokenizer(Vocab([UNK, BOS, EOS] + words)), kept
 
 
-def spill_vocab(chunks: Iterable, min_count: int, spill, chunk_chars: int):
+def spill_vocab(chunks: Iterable, min_count: int, spill, chunk_chars: int, batch: int = 4096):
     """Bounded-memory first pass for ``min_count > 1``: count words (the vocabulary is held)
     while writing the lines, one sentence per line, to ``spill``'s ``corpus.txt``; returns the
     tokenizer and the chunks of a second pass that re-reads that file."""
@@ -207,4 +207,4 @@ def spill_vocab(chunks: Iterable, min_count: int, spill, chunk_chars: int):
                 raise _reserved_error(chunk, first, counts)
             out.write("".join(" ".join(words) + "\n" for words in split))
     words = [w for w, c in counts.items() if c >= min_count]
-    return WhitespaceTokenizer(Vocab([UNK, BOS, EOS] + words)), line_chunks(Path(path), chunk_chars)
+    return WhitespaceTokenizer(Vocab([UNK, BOS, EOS] + words)), line_chunks(Path(path), chunk_chars, batch)

@@ -210,7 +210,7 @@ class NGramModel(BackoffLanguageModel):
         index = None
         if tokenizer is None:
             if self.min_count > 1 and plan:
-                tokenizer, chunks = spill_vocab(chunks, int(self.min_count), spill, chunk_chars)
+                tokenizer, chunks = spill_vocab(chunks, int(self.min_count), spill, chunk_chars, batch)
             elif self.min_count > 1:
                 tokenizer, kept = build_whitespace_vocab(chunks, int(self.min_count))
                 chunks = iter(kept)
