@@ -196,3 +196,13 @@ def test_cli_bad_budget_leaves_no_output(tmp_path, capsys):
     assert main(["ngram", "fit", str(TRAIN), "-o", str(out), "-S", "1K"]) != 0
     assert "memory budget" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_docstring_examples():
+    import doctest
+
+    from seqprob.ngram import _arpa_stream
+
+    for module in (_external, _arpa_stream):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0 and result.attempted > 0, module.__name__

@@ -188,19 +188,78 @@ class NGramModel(BackoffLanguageModel):
         self._reset()
         try:
             with SpillDir(temp_dir) if plan else contextlib.nullcontext() as spill:
-                counts, tok = self._count(lines, tokenizer, plan, spill)
-                if counts.n_tokens == counts.n_sentences:
-                    raise InputError("the corpus has no words: only <s> and </s> would be counted "
-                                     f"({counts.n_sentences} empty line(s))", n_sentences=counts.n_sentences)
-                self.counts_, self.tokenizer_ = counts, tok
-                self._estimate(counts, tok.vocab)
+                self._fit_counts(*self._count(lines, tokenizer, plan, spill))
         except BaseException:
             self._reset()
             raise
+        return self
+
+    def fit_dask(self, paths_or_bag, tokenizer: Tokenizer | None = None, split_every: int = 8):
+        """Fit on a partitioned corpus with Dask: the same model as :meth:`fit` on its lines.
+
+        Needs the ``seqprob[distributed]`` extra. Runs on the active Dask scheduler: create a
+        ``dask.distributed.Client("tcp://scheduler:8786")`` first to use a cluster.
+
+        Parameters
+        ----------
+        paths_or_bag : dask.bag.Bag of str, or list of paths
+            The sentences, one per line: a bag (its partitions in order), or text files (one
+            partition each, ``.gz`` decompressed, readable by every worker), in corpus order.
+        tokenizer : Tokenizer, optional
+            As in :meth:`fit` (it must pickle, to travel to the workers).
+        split_every : int
+            Partition tables merged per task of the tree reduction.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        PartitionError
+            A partition failed (unreadable file, reserved symbol ...); ``err.partition`` is its
+            index and the message names the cause.
+
+        Notes
+        -----
+        Map: every partition lists its words (vocabulary in first-appearance order over the
+        partitions in order), then counts its n-grams into sorted integer-key tables. Reduce:
+        tables merged pairwise in a tree. Adjusted counts, discounts and the interpolated
+        tables are computed on the driver from the merged counts, by the code of :meth:`fit`.
+
+        Examples
+        --------
+        >>> import dask.bag as db
+        >>> from seqprob.ngram import ModifiedKneserNey
+        >>> bag = db.from_sequence(["a b c", "b c a", "c a b a"], npartitions=2)
+        >>> m = ModifiedKneserNey(order=2, discounts=[(0.5, 1, 1.5)] * 2).fit_dask(bag)
+        >>> m.counts_.n_tokens
+        13
+        """
+        from ._dask import fit_counts_dask
+
+        self._check_params()
+        if tokenizer is not None:
+            self._check_tokenizer(tokenizer)
+        self._reset()
+        try:
+            self._fit_counts(*fit_counts_dask(paths_or_bag, int(self.order), tokenizer,
+                                              int(self.min_count), int(self.chunk_chars), split_every))
+        except BaseException:
+            self._reset()
+            raise
+        return self
+
+    def _fit_counts(self, counts: NGramCounts, tok: Tokenizer) -> None:
+        """Estimate from finished counts; sets ``counts_``, ``tokenizer_``, ``vocab_``."""
+        if counts.n_tokens == counts.n_sentences:
+            raise InputError("the corpus has no words: only <s> and </s> would be counted "
+                             f"({counts.n_sentences} empty line(s))", n_sentences=counts.n_sentences)
+        self.counts_, self.tokenizer_ = counts, tok
+        self._estimate(counts, tok.vocab)
         self.vocab_ = tok.vocab
         log.info("%s: %s n-grams per order from %d sentences, %d tokens", type(self).__name__,
                  counts.sizes(), counts.n_sentences, counts.n_tokens)
-        return self
 
     def _count(self, lines, tokenizer, plan=None, spill=None):
         chunk_chars = plan.chunk_chars if plan else int(self.chunk_chars)
@@ -217,14 +276,7 @@ class NGramModel(BackoffLanguageModel):
             else:
                 index = {UNK: 0, BOS: 1, EOS: 2}
         else:
-            if not (hasattr(tokenizer, "encode") and isinstance(getattr(tokenizer, "vocab", None), Vocab)):
-                raise InputError("tokenizer must be a seqprob Tokenizer (with .encode and a Vocab "
-                                 f"as .vocab), got {type(tokenizer).__name__}")
-            if self.min_count != 1:
-                raise InputError(f"min_count={self.min_count} only applies when fit() builds the "
-                                 "tokenizer; the given tokenizer already fixes the vocabulary",
-                                 value=self.min_count)
-            _check_specials(tokenizer.vocab)
+            self._check_tokenizer(tokenizer)
         vocab = tokenizer.vocab if tokenizer is not None else None
         bos, eos = (vocab.bos_id, vocab.eos_id) if vocab is not None else (1, 2)
         size = (lambda: len(index)) if index is not None else len(vocab)
@@ -236,6 +288,16 @@ class NGramModel(BackoffLanguageModel):
         if index is not None:
             tokenizer = WhitespaceTokenizer(Vocab(list(index)))
         return counts, tokenizer
+
+    def _check_tokenizer(self, tokenizer) -> None:
+        if not (hasattr(tokenizer, "encode") and isinstance(getattr(tokenizer, "vocab", None), Vocab)):
+            raise InputError("tokenizer must be a seqprob Tokenizer (with .encode and a Vocab "
+                             f"as .vocab), got {type(tokenizer).__name__}")
+        if self.min_count != 1:
+            raise InputError(f"min_count={self.min_count} only applies when fit() builds the "
+                             "tokenizer; the given tokenizer already fixes the vocabulary",
+                             value=self.min_count)
+        _check_specials(tokenizer.vocab)
 
     def _estimate(self, counts: NGramCounts, vocab: Vocab) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
