@@ -88,7 +88,7 @@ def chunk_plan(budget, order: int) -> ChunkPlan:
     Examples
     --------
     >>> chunk_plan("1M", 3).chunk_tokens
-    2621
+    2496
     """
     nbytes = parse_memory(budget)
     tokens = nbytes // bytes_per_token(order)
