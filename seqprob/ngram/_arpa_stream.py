@@ -83,32 +83,49 @@ def write_arpa_stream(tables: BackoffTables, vocab: Vocab, path, block_rows: int
 def _block_text(tables: BackoffTables, m: int, lo: int, hi: int, names: np.ndarray,
                 vocab: Vocab) -> str:
     """The ARPA lines of rows lo..hi-1 of order m."""
-    text = _ngram_texts(tables, m, np.arange(lo, hi, dtype=np.int64), names)  # (b,) object
-    probs = _fmt(tables.logp[m - 1][lo:hi])
-    if m == 1 and lo <= vocab.bos_id < hi:
+    words = _word_columns(tables, m, np.arange(lo, hi, dtype=np.int64), names)  # m x (b,) object
+    p10 = np.asarray(tables.logp[m - 1][lo:hi]) / LN10  # (b,)
+    b10 = None if m == tables.order else np.asarray(tables.logbow[m - 1][lo:hi]) / LN10
+    special = (m == 1 and lo <= vocab.bos_id < hi) or np.isneginf(p10).any() or \
+        (b10 is not None and np.isneginf(b10).any())
+    if special:
+        return _block_text_slow(p10, b10, words, lo, m, vocab)
+    cols = np.empty((hi - lo, m + 1 + (b10 is not None)), dtype=object)  # (b, columns)
+    cols[:, 0] = p10
+    for j, col in enumerate(words, start=1):
+        cols[:, j] = col
+    if b10 is not None:
+        cols[:, -1] = b10
+    line = "%.10g\t" + " ".join(["%s"] * m) + ("\n" if b10 is None else "\t%.10g\n")
+    return (line * (hi - lo)) % tuple(cols.ravel().tolist())  # one C-level formatting call
+
+
+def _block_text_slow(p10, b10, words: list, lo: int, m: int, vocab: Vocab) -> str:
+    """Line by line, for blocks holding -inf (written -99) or the ``<s>`` unigram (written 0)."""
+    text = words[0]
+    for col in words[1:]:
+        text = text + " " + col
+    probs = _fmt(p10)
+    if m == 1 and lo <= vocab.bos_id < lo + len(p10):
         probs[vocab.bos_id - lo] = "0"
-    if m == tables.order:
+    if b10 is None:
         return "".join(f"{p}\t{t}\n" for p, t in zip(probs, text.tolist()))
-    bows = _fmt(tables.logbow[m - 1][lo:hi])
-    return "".join(f"{p}\t{t}\t{b}\n" for p, t, b in zip(probs, text.tolist(), bows))
+    return "".join(f"{p}\t{t}\t{b}\n" for p, t, b in zip(probs, text.tolist(), _fmt(b10)))
 
 
-def _ngram_texts(tables: BackoffTables, m: int, rows: np.ndarray, names: np.ndarray) -> np.ndarray:
-    """'w_1 .. w_m' of the given order-m rows, walking prefix rows down to the unigrams."""
+def _word_columns(tables: BackoffTables, m: int, rows: np.ndarray, names: np.ndarray) -> list:
+    """Words 1..m (object arrays of str) of the given order-m rows, via the prefix rows."""
     V = tables.vocab_size
     words = []
     for j in range(m, 1, -1):
         keys = np.asarray(tables.keys[j - 1][rows])  # (b,)
         rows, last = np.divmod(keys, V)
         words.append(names[last])
-    text = names[rows]
-    for col in reversed(words):
-        text = text + " " + col
-    return text
+    words.append(names[rows])
+    return words[::-1]
 
 
-def _fmt(values: np.ndarray) -> list:
-    log10 = np.asarray(values) / LN10
+def _fmt(log10: np.ndarray) -> list:
     return ["-99" if v == -math.inf else f"{v:.10g}" for v in log10.tolist()]
 
 
