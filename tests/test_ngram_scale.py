@@ -20,6 +20,7 @@ from seqprob.ngram import MLE, KneserNey, ModifiedKneserNey, WittenBell
 from seqprob.ngram import _external
 from seqprob.ngram._arpa_stream import write_arpa_stream
 from seqprob.ngram._external import MIN_CHUNK_TOKENS, bytes_per_token, chunk_plan, parse_memory
+from seqprob.ngram._stream_mkn import fit_mkn_arpa
 
 FIX = Path(__file__).parent / "fixtures" / "kenlm"
 TRAIN = FIX / "genesis.train.txt"
@@ -94,6 +95,25 @@ def test_cli_fit_with_budget_is_byte_identical(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.arpa", "b.arpa"]
 
 
+@pytest.mark.parametrize("order,quirk", [(1, False), (2, True), (3, False), (4, True)])
+def test_text_to_arpa_without_the_model_is_byte_identical(order, quirk, train, tmp_path, runs_seen):
+    ref = _arpa(ModifiedKneserNey(order=order, kenlm_quirk=quirk).fit(train), tmp_path / "a.arpa")
+    info = fit_mkn_arpa(ModifiedKneserNey(order=order, kenlm_quirk=quirk), train,
+                        tmp_path / "b.arpa", memory="500K", temp_dir=tmp_path)
+    assert runs_seen[-1] >= 4
+    assert (tmp_path / "b.arpa").read_bytes() == ref
+    assert info["sizes"] == ModifiedKneserNey(order=order).fit(train).tables_.sizes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.arpa", "b.arpa"]
+
+
+def test_text_to_arpa_failure_leaves_nothing(tmp_path):
+    out = tmp_path / "m.arpa"
+    with pytest.raises(InputError, match="could not estimate"):  # tiny data, no fallback
+        fit_mkn_arpa(ModifiedKneserNey(order=2, discount_fallback=None), ["a b", "b a"], out,
+                     memory=_tiny_budget(2), temp_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
 # --------------------------------------------------------------------------- generated corpora
 
 _words = st.lists(st.sampled_from("a b c d e f g".split()), min_size=0, max_size=9)
@@ -126,6 +146,12 @@ def test_bounded_fit_at_the_smallest_budget_is_bit_identical(corpus, order, esti
         ref = estimator(order=order).fit(corpus)
         ours = estimator(order=order).fit(corpus, memory=_tiny_budget(order), temp_dir=tmp)
     assert _arpa(ours, tmp / "b.arpa") == _arpa(ref, tmp / "a.arpa")
+    if estimator is ModifiedKneserNey:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit_mkn_arpa(estimator(order=order), corpus, tmp / "c.arpa", _tiny_budget(order), tmp)
+        assert (tmp / "c.arpa").read_bytes() == (tmp / "a.arpa").read_bytes()
+        (tmp / "c.arpa").unlink()
     assert sorted(p.name for p in tmp.iterdir()) == ["a.arpa", "b.arpa"]
 
 
@@ -203,6 +229,8 @@ def test_docstring_examples():
 
     from seqprob.ngram import _arpa_stream
 
-    for module in (_external, _arpa_stream):
+    from seqprob.ngram import _stream_mkn
+
+    for module in (_external, _arpa_stream, _stream_mkn):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.failed == 0 and result.attempted > 0, module.__name__

@@ -83,16 +83,25 @@ def run_fit(args) -> int:
     if temp_dir is not None and memory is None:
         raise InputError("-T/--temp-dir only applies with a memory budget -S (e.g. -S 1G)")
     # warnings (discount fallback) print as one line: see cli.main
+    if memory is not None and args.smoothing == "mkn":
+        from ..ngram._stream_mkn import fit_mkn_arpa  # text -> ARPA, never the whole model
+
+        info = fit_mkn_arpa(model, read_lines(args.corpus), args.output, memory, temp_dir)
+        return _report(args, model, info["sizes"], info["n_sentences"], info["n_tokens"], start)
     model.fit(read_lines(args.corpus), memory=memory, temp_dir=temp_dir)
-    fitted = time.perf_counter() - start
     if memory is None:
         write_arpa(model, args.output)
     else:
         from ..ngram._arpa_stream import write_arpa_stream
 
         write_arpa_stream(model.tables_, model.vocab, args.output)
-    sizes = " ".join(f"{m}:{n}" for m, n in enumerate(model.tables_.sizes(), start=1))
+    return _report(args, model, model.tables_.sizes(), model.counts_.n_sentences,
+                   model.counts_.n_tokens, start)
+
+
+def _report(args, model, sizes: list, n_sentences: int, n_tokens: int, start: float) -> int:
+    shown = " ".join(f"{m}:{n}" for m, n in enumerate(sizes, start=1))
     print(f"wrote {args.output}: {type(model).__name__}(order={args.order}) from "
-          f"{model.counts_.n_sentences} sentences, {model.counts_.n_tokens} tokens; "
-          f"n-grams {sizes}; fit {fitted:.2f} s", file=sys.stderr)
+          f"{n_sentences} sentences, {n_tokens} tokens; n-grams {shown}; "
+          f"fit + write {time.perf_counter() - start:.2f} s", file=sys.stderr)
     return 0

@@ -18,7 +18,7 @@ from ..functional import LN10
 from ..vocab import BOS, EOS, UNK, Vocab
 from .tables import BackoffTables
 
-__all__ = ["write_arpa_stream"]
+__all__ = ["write_arpa_stream", "write_section", "arpa_names", "progress_bar"]
 
 log = logging.getLogger(__name__)
 
@@ -59,25 +59,34 @@ def write_arpa_stream(tables: BackoffTables, vocab: Vocab, path, block_rows: int
     >>> p.read_text().splitlines()[1:3]
     ['ngram 1=5', 'ngram 2=6']
     """
-    names = np.array(_arpa_names(vocab), dtype=object)  # (V,)
+    names = arpa_names(vocab)  # (V,) object
     path = Path(path)
-    bar = _bar(progress, sum(tables.sizes()))
+    bar = progress_bar(progress, sum(tables.sizes()), "writing ARPA")
     try:
         with atomic_write(path) as handle:
             handle.write("\\data\\\n")
             for m, size in enumerate(tables.sizes(), start=1):
                 handle.write(f"ngram {m}={size}\n")
             for m in range(1, tables.order + 1):
-                handle.write(f"\n\\{m}-grams:\n")
-                for lo in range(0, tables.sizes()[m - 1], block_rows):
-                    hi = min(lo + block_rows, tables.sizes()[m - 1])
-                    handle.write(_block_text(tables, m, lo, hi, names, vocab))
-                    bar.update(hi - lo)
+                write_section(handle, tables, m, names, vocab, block_rows, bar)
             handle.write("\n\\end\\\n")
     finally:
         bar.close()
     log.info("wrote %s: n-grams %s", path, tables.sizes())
     return path
+
+
+def write_section(handle, tables, m: int, names: np.ndarray, vocab: Vocab, block_rows: int,
+                  bar, release=None) -> None:
+    """Write the ``\\m-grams:`` section, block by block (``release()`` after each block)."""
+    handle.write(f"\n\\{m}-grams:\n")
+    size = len(tables.keys[m - 1])
+    for lo in range(0, size, block_rows):
+        hi = min(lo + block_rows, size)
+        handle.write(_block_text(tables, m, lo, hi, names, vocab))
+        bar.update(hi - lo)
+        if release is not None:
+            release()
 
 
 def _block_text(tables: BackoffTables, m: int, lo: int, hi: int, names: np.ndarray,
@@ -129,7 +138,7 @@ def _fmt(log10: np.ndarray) -> list:
     return ["-99" if v == -math.inf else f"{v:.10g}" for v in log10.tolist()]
 
 
-def _arpa_names(vocab: Vocab) -> list:
+def arpa_names(vocab: Vocab) -> np.ndarray:
     """ARPA spelling of every id (``<s>``, ``</s>``, ``<unk>``), refusing unwritable tokens."""
     if vocab.bos_id is None or vocab.eos_id is None or vocab.bos_id == vocab.eos_id:
         raise InputError("an ARPA file needs distinct <s> and </s> tokens; this vocabulary has "
@@ -144,7 +153,7 @@ def _arpa_names(vocab: Vocab) -> list:
                              "are whitespace-separated", token=name)
     if len(set(names)) != len(names):
         raise InputError("a token would appear twice in the ARPA file (it is also a special symbol)")
-    return names
+    return np.array(names, dtype=object)
 
 
 class _NoBar:
@@ -155,10 +164,10 @@ class _NoBar:
         pass
 
 
-def _bar(progress, total: int):
+def progress_bar(progress, total: int, desc: str):
     if not progress and progress is not None:
         return _NoBar()
     from tqdm.auto import tqdm
 
-    return tqdm(desc="writing ARPA", unit=" n-grams", total=total, leave=False,
+    return tqdm(desc=desc, unit=" n-grams", total=total, leave=False,
                 disable=None if progress is None else False)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import mmap
 import os
 import re
 import shutil
@@ -32,7 +33,7 @@ import numpy as np
 from ..counts import NGramCounts, count_stream, padded_stream
 from ..errors import InputError, MemoryBudgetError, SeqProbFileError
 
-__all__ = ["parse_memory", "SpillDir", "chunk_plan", "count_bounded", "MIN_CHUNK_TOKENS"]
+__all__ = ["parse_memory", "SpillDir", "chunk_plan", "count_bounded", "release", "MIN_CHUNK_TOKENS"]
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,17 @@ class SpillDir:
                                    "one with temp_dir= / -T)", path=str(self.path)) from exc
 
 
+def release(*arrays) -> None:
+    """Drop the resident pages of memory-mapped arrays (they stay in the page cache), so a
+    sequential scan of a file does not grow the process's RSS."""
+    for arr in arrays:
+        base = arr
+        while base is not None and not isinstance(getattr(base, "_mmap", None), mmap.mmap):
+            base = getattr(base, "base", None)
+        if base is not None and hasattr(mmap, "MADV_DONTNEED"):
+            base._mmap.madvise(mmap.MADV_DONTNEED)
+
+
 # --------------------------------------------------------------------------- runs
 
 
@@ -216,7 +228,9 @@ class _RunCursor:
         if self.prev_map is not None:
             suffix = self.prev_map[suffix]
         self.pos += n
-        return np.asarray(self.counts[sl]), suffix
+        out = np.asarray(self.counts[sl]), suffix
+        release(self.keys, self.counts, self.suffix, self.prev_map)
+        return out
 
 
 def _map(spill: SpillDir, run: int, m: int, size: int) -> np.ndarray:
