@@ -27,7 +27,7 @@ from ..tokenizers import WhitespaceTokenizer
 from ..vocab import BOS, EOS, UNK, Vocab
 from ._corpus import _RESERVED, _reserved_error, _split, encode_chunks, line_chunks
 
-__all__ = ["partitions", "fit_counts_dask", "partition_lines"]
+__all__ = ["partitions", "fit_counts_dask", "dask_vocabulary"]
 
 
 def partitions(source) -> list:
@@ -58,11 +58,6 @@ class _FileLines:
 
     def __iter__(self):
         return iter(read_lines(self.path))
-
-
-def partition_lines(part) -> list:
-    """The lines of one partition (a list or file of str)."""
-    return list(part)
 
 
 def _guard(index: int, fn, *args):

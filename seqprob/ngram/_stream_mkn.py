@@ -36,6 +36,9 @@ __all__ = ["fit_mkn_arpa"]
 
 log = logging.getLogger(__name__)
 
+#: ARPA lines formatted per block (their text and Python objects are the writer's memory).
+WRITE_BLOCK = 1 << 16
+
 
 def fit_mkn_arpa(model, lines, path, memory, temp_dir=None, tokenizer=None, progress=None) -> dict:
     """Fit ``model`` (a :class:`ModifiedKneserNey`) on ``lines`` and write its ARPA file to
@@ -204,12 +207,12 @@ def write_streamed(counts: NGramCounts, vocab: Vocab, adjusted: list, discounts:
                 p_next, gamma = _pass(counts, m, adjusted[m - 1], discounts[m - 1], p, block, spill)
                 sec.logp[m - 2], sec.logbow[m - 2] = _clamped_log(p), _log(gamma)
                 del p, gamma
-                write_section(handle, sec, m - 1, names, vocab, block, bar,
+                write_section(handle, sec, m - 1, names, vocab, WRITE_BLOCK, bar,
                               release=lambda: release(*counts.keys))
                 sec.logp[m - 2] = sec.logbow[m - 2] = None
                 p = p_next
             sec.logp[N - 1] = _clamped_log(p) if N == 1 else p  # order N: logs from _pass
-            write_section(handle, sec, N, names, vocab, block, bar,
+            write_section(handle, sec, N, names, vocab, WRITE_BLOCK, bar,
                           release=lambda: release(sec.logp[N - 1], *counts.keys))
             handle.write("\n\\end\\\n")
     finally:
