@@ -85,14 +85,23 @@ def test_streaming_writer_matches_write_arpa(train, tmp_path):
         assert got.read_bytes() == expected
 
 
-def test_cli_fit_with_budget_is_byte_identical(tmp_path):
+def test_cli_fit_with_budget_is_byte_identical(tmp_path, monkeypatch):
+    import io
+    import sys
+
     from seqprob.cli import main
 
     assert main(["ngram", "fit", str(TRAIN), "-o", str(tmp_path / "a.arpa"), "--order", "3"]) == 0
     assert main(["ngram", "fit", str(TRAIN), "-o", str(tmp_path / "b.arpa"), "--order", "3",
                  "-S", "400K", "-T", str(tmp_path)]) == 0
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(TRAIN.read_bytes())))
+    assert main(["ngram", "fit", "-", "-o", str(tmp_path / "c.arpa"), "--order", "3", "-S", "400K",
+                 "-T", str(tmp_path), "--smoothing", "wb"]) == 0  # stdin; other smoothings too
+    assert main(["ngram", "fit", str(TRAIN), "-o", str(tmp_path / "d.arpa"), "--order", "3",
+                 "--smoothing", "wb"]) == 0
     assert (tmp_path / "a.arpa").read_bytes() == (tmp_path / "b.arpa").read_bytes()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.arpa", "b.arpa"]
+    assert (tmp_path / "c.arpa").read_bytes() == (tmp_path / "d.arpa").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.arpa", "b.arpa", "c.arpa", "d.arpa"]
 
 
 @pytest.mark.parametrize("order,quirk", [(1, False), (2, True), (3, False), (4, True)])
