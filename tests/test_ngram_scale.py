@@ -66,6 +66,14 @@ def test_bounded_fit_writes_the_same_arpa_as_in_memory(order, memory, train, tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.arpa", "b.arpa"]  # spill files gone
 
 
+def test_a_budget_that_holds_the_corpus_spills_one_run(train, tmp_path, runs_seen):
+    ref = _arpa(ModifiedKneserNey(order=3).fit(train), tmp_path / "a.arpa")
+    assert _arpa(ModifiedKneserNey(order=3).fit(train, memory="1G"), tmp_path / "b.arpa") == ref
+    fit_mkn_arpa(ModifiedKneserNey(order=3), train, tmp_path / "c.arpa", memory="1G")
+    assert (tmp_path / "c.arpa").read_bytes() == ref
+    assert runs_seen == [1, 1]
+
+
 def test_bounded_fit_reads_a_gz_file_and_min_count(train, tmp_path, runs_seen):
     gz = tmp_path / "train.txt.gz"
     with gzip.open(gz, "wt", encoding="utf-8") as f:

@@ -278,6 +278,9 @@ def _emit(cursors, blocks, take, base, maps, out) -> int:
 
 def merge_runs(runs: list, order: int, vocab_size: int, block: int, spill: SpillDir) -> tuple:
     """Merged (keys, counts, suffix) of orders 2..N, memory-mapped from the spill folder."""
+    if len(runs) == 1 and runs[0].vocab_size == vocab_size:  # nothing to merge: the run is it
+        return tuple([runs[0].array(spill, w, m) for m in range(2, order + 1)]
+                     for w in ("keys", "counts", "suffix"))
     keys, counts, suffix = [], [], []
     for m in range(2, order + 1):
         cursors = [_RunCursor(r, m, spill, vocab_size) for r in runs]
