@@ -90,6 +90,8 @@ def fit_mkn_arpa(model, lines, path, memory, temp_dir=None, tokenizer=None, prog
         discounts = resolve_discounts(model, stats)
         write_streamed(counts, tok.vocab, adjusted, discounts, Path(path), spill,
                        _block(plan.budget), progress)
+    log.info("wrote %s: modified Kneser-Ney order %d, n-grams %s, in a %d-byte budget", path,
+             counts.order, counts.sizes(), plan.budget)
     return {"sizes": counts.sizes(), "n_sentences": counts.n_sentences,
             "n_tokens": counts.n_tokens, "discounts": discounts}
 
