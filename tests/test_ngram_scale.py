@@ -19,7 +19,7 @@ from seqprob.errors import InputError, MemoryBudgetError, SeqProbFileError
 from seqprob.ngram import MLE, KneserNey, ModifiedKneserNey, WittenBell
 from seqprob.ngram import _external
 from seqprob.ngram._arpa_stream import write_arpa_stream
-from seqprob.ngram._external import MIN_CHUNK_TOKENS, bytes_per_token, chunk_plan, parse_memory
+from seqprob.ngram._external import MIN_CHUNK_TOKENS, chunk_plan, min_budget, parse_memory
 from seqprob.ngram._stream_mkn import fit_mkn_arpa
 
 FIX = Path(__file__).parent / "fixtures" / "kenlm"
@@ -32,7 +32,7 @@ def _arpa(model, path) -> bytes:
 
 def _tiny_budget(order: int) -> int:
     """The smallest accepted budget: one chunk of MIN_CHUNK_TOKENS tokens."""
-    return MIN_CHUNK_TOKENS * bytes_per_token(order)
+    return min_budget(order)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def runs_seen(monkeypatch):
 # --------------------------------------------------------------------------- KenLM fixtures
 
 
-@pytest.mark.parametrize("order,memory", [(2, "300K"), (3, "600K"), (4, "2M")])
+@pytest.mark.parametrize("order,memory", [(2, "600K"), (3, "1200K"), (4, "4M")])
 def test_bounded_fit_writes_the_same_arpa_as_in_memory(order, memory, train, tmp_path, runs_seen):
     ours = ModifiedKneserNey(order=order).fit(train, memory=memory, temp_dir=tmp_path)
     ref = ModifiedKneserNey(order=order).fit(train)
@@ -78,7 +78,7 @@ def test_bounded_fit_reads_a_gz_file_and_min_count(train, tmp_path, runs_seen):
     gz = tmp_path / "train.txt.gz"
     with gzip.open(gz, "wt", encoding="utf-8") as f:
         f.write("\n".join(train) + "\n")
-    ours = ModifiedKneserNey(order=3, min_count=2).fit(gz, memory="300K", temp_dir=tmp_path)
+    ours = ModifiedKneserNey(order=3, min_count=2).fit(gz, memory="600K", temp_dir=tmp_path)
     ref = ModifiedKneserNey(order=3, min_count=2).fit(train)
     assert runs_seen[-1] >= 4
     assert ours.vocab == ref.vocab
@@ -101,9 +101,9 @@ def test_cli_fit_with_budget_is_byte_identical(tmp_path, monkeypatch):
 
     assert main(["ngram", "fit", str(TRAIN), "-o", str(tmp_path / "a.arpa"), "--order", "3"]) == 0
     assert main(["ngram", "fit", str(TRAIN), "-o", str(tmp_path / "b.arpa"), "--order", "3",
-                 "-S", "400K", "-T", str(tmp_path)]) == 0
+                 "-S", "800K", "-T", str(tmp_path)]) == 0
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(TRAIN.read_bytes())))
-    assert main(["ngram", "fit", "-", "-o", str(tmp_path / "c.arpa"), "--order", "3", "-S", "400K",
+    assert main(["ngram", "fit", "-", "-o", str(tmp_path / "c.arpa"), "--order", "3", "-S", "800K",
                  "-T", str(tmp_path), "--smoothing", "wb"]) == 0  # stdin; other smoothings too
     assert main(["ngram", "fit", str(TRAIN), "-o", str(tmp_path / "d.arpa"), "--order", "3",
                  "--smoothing", "wb"]) == 0
@@ -116,7 +116,7 @@ def test_cli_fit_with_budget_is_byte_identical(tmp_path, monkeypatch):
 def test_text_to_arpa_without_the_model_is_byte_identical(order, quirk, train, tmp_path, runs_seen):
     ref = _arpa(ModifiedKneserNey(order=order, kenlm_quirk=quirk).fit(train), tmp_path / "a.arpa")
     info = fit_mkn_arpa(ModifiedKneserNey(order=order, kenlm_quirk=quirk), train,
-                        tmp_path / "b.arpa", memory="500K", temp_dir=tmp_path)
+                        tmp_path / "b.arpa", memory="1M", temp_dir=tmp_path)
     assert runs_seen[-1] >= 4
     assert (tmp_path / "b.arpa").read_bytes() == ref
     assert info["sizes"] == ModifiedKneserNey(order=order).fit(train).tables_.sizes()
@@ -215,7 +215,7 @@ def test_full_disk_while_spilling_is_named_and_cleaned_up(tmp_path, monkeypatch,
     monkeypatch.setattr(_external.np, "save", full_after_a_while)
     model = ModifiedKneserNey(order=3)
     with pytest.raises(SeqProbFileError, match="No space left"):
-        model.fit(train, memory="300K", temp_dir=tmp_path)
+        model.fit(train, memory="600K", temp_dir=tmp_path)
     assert list(tmp_path.iterdir()) == []  # every spill file removed
     assert not hasattr(model, "tables_")
 

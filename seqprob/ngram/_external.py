@@ -33,7 +33,8 @@ import numpy as np
 from ..counts import NGramCounts, count_stream, padded_stream
 from ..errors import InputError, MemoryBudgetError, SeqProbFileError
 
-__all__ = ["parse_memory", "SpillDir", "chunk_plan", "count_bounded", "release", "MIN_CHUNK_TOKENS"]
+__all__ = ["parse_memory", "SpillDir", "chunk_plan", "min_budget", "count_bounded", "release",
+           "MIN_CHUNK_TOKENS"]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,11 @@ def bytes_per_token(order: int) -> int:
     return 100 + 64 * (order + 2)
 
 
+def min_budget(order: int) -> int:
+    """The smallest budget accepted: a chunk of MIN_CHUNK_TOKENS tokens is half of it."""
+    return 2 * MIN_CHUNK_TOKENS * bytes_per_token(order)
+
+
 @dataclass(frozen=True)
 class ChunkPlan:
     """How a memory budget is spent: tokens (and characters) per chunk, merge block size."""
@@ -89,12 +95,12 @@ def chunk_plan(budget, order: int) -> ChunkPlan:
     Examples
     --------
     >>> chunk_plan("1M", 3).chunk_tokens
-    2496
+    1248
     """
     nbytes = parse_memory(budget)
-    tokens = nbytes // bytes_per_token(order)
+    tokens = nbytes // (2 * bytes_per_token(order))  # half for the chunk, half for the rest
     if tokens < MIN_CHUNK_TOKENS:
-        need = MIN_CHUNK_TOKENS * bytes_per_token(order)
+        need = min_budget(order)
         raise MemoryBudgetError(f"memory budget {budget!r} ({nbytes} bytes) is below what one chunk "
                                 f"of {MIN_CHUNK_TOKENS} tokens of order {order} needs ({need} bytes)",
                                 value=budget, limit=need)
@@ -313,7 +319,7 @@ def count_bounded(chunks, order: int, vocab_size, bos_id: int, eos_id: int, budg
     Notes
     -----
     Peak memory: one chunk while counting; ``k`` blocks while merging k runs, with
-    ``block = budget / (k * 96)`` rows each (8-byte key, count, suffix, inverse, sort space),
+    ``block = budget / (k * 192)`` rows each (8-byte key, count, suffix, inverse, sort space),
     plus the random-access row maps of the previous order (memory-mapped). The merged tables
     are the same for any chunking: :class:`NGramCounts` only depends on the n-gram set.
     """
@@ -323,7 +329,7 @@ def count_bounded(chunks, order: int, vocab_size, bos_id: int, eos_id: int, budg
     V = vocab_size() if callable(vocab_size) else int(vocab_size)
     if V < len(unigram):
         raise InputError(f"vocab_size {V} is smaller than the largest id seen + 1", value=V)
-    block = max(budget // (96 * len(runs)), 16)
+    block = max(budget // (192 * len(runs)), 16)  # ~80 bytes a row: under half the budget
     keys, counts, suffix = merge_runs(runs, order, V, block, spill)
     unigram = _add_padded(np.zeros(V, dtype=np.int64), unigram)
     return NGramCounts(order, V, [np.arange(V, dtype=np.int64)] + keys, [unigram] + counts,
