@@ -123,6 +123,14 @@ def test_text_to_arpa_without_the_model_is_byte_identical(order, quirk, train, t
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.arpa", "b.arpa"]
 
 
+def test_text_to_arpa_refuses_pruning(tmp_path):
+    model = ModifiedKneserNey(order=2)
+    model.prune = (0, 1)  # lmplz --prune: needs the whole tables, so the streamed path refuses it
+    with pytest.raises(InputError, match="does not prune"):
+        fit_mkn_arpa(model, ["a b", "b a"], tmp_path / "m.arpa", memory="1M", temp_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_text_to_arpa_failure_leaves_nothing(tmp_path):
     out = tmp_path / "m.arpa"
     with pytest.raises(InputError, match="could not estimate"):  # tiny data, no fallback

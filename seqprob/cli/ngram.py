@@ -83,7 +83,7 @@ def run_fit(args) -> int:
     if temp_dir is not None and memory is None:
         raise InputError("-T/--temp-dir only applies with a memory budget -S (e.g. -S 1G)")
     # warnings (discount fallback) print as one line: see cli.main
-    if memory is not None and args.smoothing == "mkn":
+    if memory is not None and args.smoothing == "mkn" and getattr(model, "prune", None) is None:
         from ..ngram._stream_mkn import fit_mkn_arpa  # text -> ARPA, never the whole model
 
         info = fit_mkn_arpa(model, read_lines(args.corpus), args.output, memory, temp_dir)

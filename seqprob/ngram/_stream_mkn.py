@@ -29,7 +29,8 @@ from ..errors import InputError
 from ..vocab import Vocab
 from ._arpa_stream import arpa_names, progress_bar, write_section
 from ._external import SpillDir, chunk_plan, release
-from ._interpolate import _forbid_bos, _n_predictable, count_of_counts, resolve_discount
+from ._interpolate import (_forbid_bos, _n_predictable, _zero_specials, count_of_counts,
+                           resolve_discount)
 from .kneser_ney import kenlm_quirk_rows, mkn_discounts
 
 __all__ = ["fit_mkn_arpa"]
@@ -80,6 +81,9 @@ def fit_mkn_arpa(model, lines, path, memory, temp_dir=None, tokenizer=None, prog
     [6, 7]
     """
     model._check_params()
+    if getattr(model, "prune", None) is not None:
+        raise InputError("the streamed text -> ARPA path does not prune; fit(..., memory=...) then "
+                         "write the model (count pruning needs the whole tables)", value=model.prune)
     plan = chunk_plan(memory, int(model.order))
     with SpillDir(temp_dir) as spill:
         counts, tok = model._count(lines, tokenizer, plan, spill)
@@ -122,10 +126,7 @@ def adjusted_to_disk(model, counts: NGramCounts, vocab: Vocab, spill: SpillDir, 
             if m >= 2:
                 a[bos_start] = raw[bos_start]
         if m == 1:
-            if vocab.bos_id != vocab.eos_id:
-                a[vocab.bos_id] = 0
-            if vocab.unk_id is not None:
-                a[vocab.unk_id] = 0
+            _zero_specials(a, vocab)  # <s> and <unk> get only interpolated mass
         stats.append(_stats(a, raw, quirk[m - 1] if m < N else -1))
         files.append(a if m == N else _save(spill, f"adjusted{m}.npy", a))
         release(raw, counts.keys[m - 1])
