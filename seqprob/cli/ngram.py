@@ -84,7 +84,7 @@ def run_fit(args) -> int:
         raise InputError("-T/--temp-dir only applies with a memory budget -S (e.g. -S 1G)")
     # warnings (discount fallback) print as one line: see cli.main
     if memory is not None and args.smoothing == "mkn" and getattr(model, "prune", None) is None:
-        from ..ngram._stream_mkn import fit_mkn_arpa  # text -> ARPA, never the whole model
+        from seqprob.ngram._stream_mkn import fit_mkn_arpa  # text -> ARPA, never the model
 
         info = fit_mkn_arpa(model, read_lines(args.corpus), args.output, memory, temp_dir)
         return _report(args, model, info["sizes"], info["n_sentences"], info["n_tokens"], start)
@@ -92,7 +92,7 @@ def run_fit(args) -> int:
     if memory is None:
         write_arpa(model, args.output)
     else:
-        from ..ngram._arpa_stream import write_arpa_stream
+        from seqprob.ngram._arpa_stream import write_arpa_stream
 
         write_arpa_stream(model.tables_, model.vocab, args.output)
     return _report(args, model, model.tables_.sizes(), model.counts_.n_sentences,
