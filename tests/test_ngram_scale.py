@@ -30,6 +30,16 @@ def _arpa(model, path) -> bytes:
     return write_arpa(model, path).read_bytes()
 
 
+def _cli_main():
+    """The ``seqprob`` console entry point (seqprob.cli, or seqprob.app.cli once it moved)."""
+    import importlib
+
+    try:
+        return importlib.import_module("seqprob.app.cli").main
+    except ModuleNotFoundError:
+        return importlib.import_module("seqprob.cli").main
+
+
 def _tiny_budget(order: int) -> int:
     """The smallest accepted budget: one chunk of MIN_CHUNK_TOKENS tokens."""
     return min_budget(order)
@@ -97,8 +107,7 @@ def test_cli_fit_with_budget_is_byte_identical(tmp_path, monkeypatch):
     import io
     import sys
 
-    from seqprob.cli import main
-
+    main = _cli_main()
     assert main(["ngram", "fit", str(TRAIN), "-o", str(tmp_path / "a.arpa"), "--order", "3"]) == 0
     assert main(["ngram", "fit", str(TRAIN), "-o", str(tmp_path / "b.arpa"), "--order", "3",
                  "-S", "800K", "-T", str(tmp_path)]) == 0
@@ -241,8 +250,7 @@ def test_temp_dir_needs_a_budget(tmp_path):
 
 
 def test_cli_bad_budget_leaves_no_output(tmp_path, capsys):
-    from seqprob.cli import main
-
+    main = _cli_main()
     out = tmp_path / "m.arpa"
     assert main(["ngram", "fit", str(TRAIN), "-o", str(out), "-S", "1K"]) != 0
     assert "memory budget" in capsys.readouterr().err
