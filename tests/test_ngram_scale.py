@@ -22,6 +22,12 @@ from seqprob.ngram._arpa_stream import write_arpa_stream
 from seqprob.ngram._external import MIN_CHUNK_TOKENS, chunk_plan, min_budget, parse_memory
 from seqprob.ngram._stream_mkn import fit_mkn_arpa
 
+try:
+    from budget import examples  # example budgets that follow the Hypothesis profile
+except ImportError:  # a checkout without tests/budget.py
+    def examples(n: int) -> int:
+        return n
+
 FIX = Path(__file__).parent / "fixtures" / "kenlm"
 TRAIN = FIX / "genesis.train.txt"
 
@@ -154,7 +160,7 @@ _words = st.lists(st.sampled_from("a b c d e f g".split()), min_size=0, max_size
 _corpus = st.lists(_words.map(" ".join), min_size=1, max_size=60)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(corpus=_corpus, order=st.integers(1, 4))
 def test_bounded_counts_equal_in_memory_counts(corpus, order):
     seqs = [[3 + "abcdefg".index(w) for w in line.split()] for line in corpus]
@@ -170,7 +176,7 @@ def test_bounded_counts_equal_in_memory_counts(corpus, order):
         assert (got.n_sentences, got.n_tokens) == (ref.n_sentences, ref.n_tokens)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(corpus=_corpus.filter(lambda c: sum(len(x.split()) for x in c) > 0), order=st.integers(1, 3),
        estimator=st.sampled_from([ModifiedKneserNey, KneserNey, WittenBell]))
 def test_bounded_fit_at_the_smallest_budget_is_bit_identical(corpus, order, estimator, tmp_path_factory):
