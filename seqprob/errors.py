@@ -12,7 +12,7 @@ __all__ = [
     "ContextLengthError",
     "NotFittedError", "fitted", "TokenizerError", "UnknownTokenizerError", "SeqProbFileError",
     "FileFormatError", "ArpaFormatError", "CheckpointError", "GrammarError",
-    "TrainingDivergedError",
+    "TrainingDivergedError", "MemoryBudgetError", "PartitionError",
 ]
 
 
@@ -102,3 +102,18 @@ class GrammarError(InputError):
 
 class TrainingDivergedError(SeqProbError, FloatingPointError):
     """Training produced a NaN or infinite loss; ``step`` names the step."""
+
+
+class MemoryBudgetError(InputError):
+    """A memory budget (``memory=``, ``-S``) is malformed or below what one chunk needs."""
+
+
+class PartitionError(SeqProbError):
+    """A partition of a distributed (Dask) corpus failed; ``partition`` is its index."""
+
+    def __reduce__(self):  # keep message and data when a Dask worker sends it back
+        return (_rebuild_error, (type(self), self.message, self.data))
+
+
+def _rebuild_error(cls, message, data):
+    return cls(message, **data)

@@ -12,7 +12,7 @@ from ..errors import InputError
 from ..tokenizers import WhitespaceTokenizer
 from ..vocab import BOS, EOS, UNK, Vocab
 
-__all__ = ["line_chunks", "encode_chunks", "build_whitespace_vocab"]
+__all__ = ["line_chunks", "encode_chunks", "build_whitespace_vocab", "spill_vocab"]
 
 _RESERVED = (BOS, EOS, UNK)
 
@@ -187,3 +187,24 @@ def build_whitespace_vocab(chunks: Iterable, min_count: int) -> tuple[Whitespace
         kept.append((first, chunk))
     words = [w for w, c in counts.items() if c >= min_count]
     return WhitespaceTokenizer(Vocab([UNK, BOS, EOS] + words)), kept
+
+
+def spill_vocab(chunks: Iterable, min_count: int, spill, chunk_chars: int, batch: int = 4096):
+    """Bounded-memory first pass for ``min_count > 1``: count words (the vocabulary is held)
+    while writing the lines, one sentence per line, to ``spill``'s ``corpus.txt``; returns the
+    tokenizer and the chunks of a second pass that re-reads that file."""
+    from collections import Counter
+    from pathlib import Path
+
+    counts: Counter = Counter()
+    path = spill.file("corpus.txt")
+    with spill.writing("the corpus copy for min_count"), open(path, "w", encoding="utf-8") as out:
+        for first, chunk in chunks:
+            split, _, flat = _split(chunk)
+            before = len(counts)
+            counts.update(flat)
+            if len(counts) != before and any(w in counts for w in _RESERVED):
+                raise _reserved_error(chunk, first, counts)
+            out.write("".join(" ".join(words) + "\n" for words in split))
+    words = [w for w, c in counts.items() if c >= min_count]
+    return WhitespaceTokenizer(Vocab([UNK, BOS, EOS] + words)), line_chunks(Path(path), chunk_chars, batch)

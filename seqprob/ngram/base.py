@@ -1,6 +1,7 @@
 """The n-gram estimator base class: settings, fitting pipeline, and the model contract."""
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 
@@ -12,7 +13,8 @@ from ..checks import check_int
 from ..errors import InputError, fitted
 from ..tokenizers import Tokenizer, WhitespaceTokenizer
 from ..vocab import BOS, EOS, UNK, Vocab, check_ids
-from ._corpus import build_whitespace_vocab, encode_chunks, line_chunks
+from ._corpus import build_whitespace_vocab, encode_chunks, line_chunks, spill_vocab
+from ._external import SpillDir, chunk_plan, count_bounded
 from .tables import BackoffTables, NGramState, segments_of_batch
 
 __all__ = ["NGramModel", "BackoffLanguageModel"]
@@ -137,7 +139,7 @@ class NGramModel(BackoffLanguageModel):
         for name in [n for n in self.__dict__ if n.endswith("_") and not n.startswith("_")]:
             del self.__dict__[name]
 
-    def fit(self, lines, tokenizer: Tokenizer | None = None):
+    def fit(self, lines, tokenizer: Tokenizer | None = None, *, memory=None, temp_dir=None):
         """Count the n-grams of ``lines`` (one sentence per line) and estimate the model.
 
         Parameters
@@ -148,6 +150,13 @@ class NGramModel(BackoffLanguageModel):
         tokenizer : Tokenizer, optional
             Defines the vocabulary and the ids. Default: a :class:`WhitespaceTokenizer` fitted on
             ``lines`` with ``min_count`` (KenLM's ids: ``<unk>`` 0, ``<s>`` 1, ``</s>`` 2).
+        memory : int or str, optional
+            A memory budget (``"1G"``, ``"512M"``, bytes) for counting: chunks sized to it are
+            counted one at a time, spilled to ``temp_dir`` as sorted runs and k-way merged
+            (lmplz ``-S``). The result is bit for bit the in-memory one. Default: in memory.
+        temp_dir : str or path, optional
+            Folder for the spill files (a fresh ``seqprob-ngram-*`` folder inside it, removed
+            afterwards, also on failure). Default: the system temp folder. Needs ``memory``.
 
         Returns
         -------
@@ -159,6 +168,10 @@ class NGramModel(BackoffLanguageModel):
             Bad settings, an empty corpus or one without words, a reserved symbol (``<s>``,
             ``</s>``, ``<unk>``) inside the text, bytes that are not UTF-8. A failed fit leaves
             the model unfitted (nothing of an earlier fit survives).
+        MemoryBudgetError
+            ``memory`` malformed or below what one chunk needs.
+        SeqProbFileError
+            ``temp_dir`` missing, read-only or full.
 
         Examples
         --------
@@ -168,51 +181,134 @@ class NGramModel(BackoffLanguageModel):
         (2, 7, 5)
         """
         self._check_params()
+        plan = _bounded_plan(memory, temp_dir, int(self.order))
         self._reset()
         try:
-            counts, tok = self._count(lines, tokenizer)
-            if counts.n_tokens == counts.n_sentences:
-                raise InputError("the corpus has no words: only <s> and </s> would be counted "
-                                 f"({counts.n_sentences} empty line(s))", n_sentences=counts.n_sentences)
-            self.counts_, self.tokenizer_ = counts, tok
-            self._estimate(counts, tok.vocab)
+            with SpillDir(temp_dir) if plan else contextlib.nullcontext() as spill:
+                self._fit_counts(*self._count(lines, tokenizer, plan, spill))
         except BaseException:
             self._reset()
             raise
+        return self
+
+    def fit_dask(self, paths_or_bag, tokenizer: Tokenizer | None = None, split_every: int = 8):
+        """Fit on a partitioned corpus with Dask: the same model as :meth:`fit` on its lines.
+
+        Needs the ``seqprob[distributed]`` extra. Runs on the active Dask scheduler: create a
+        ``dask.distributed.Client("tcp://scheduler:8786")`` first to use a cluster.
+
+        Parameters
+        ----------
+        paths_or_bag : dask.bag.Bag of str, or list of paths
+            The sentences, one per line: a bag (its partitions in order), or text files (one
+            partition each, ``.gz`` decompressed, readable by every worker), in corpus order.
+        tokenizer : Tokenizer, optional
+            As in :meth:`fit` (it must pickle, to travel to the workers).
+        split_every : int
+            Partition tables merged per task of the tree reduction.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        PartitionError
+            A partition failed (unreadable file, reserved symbol ...); ``err.partition`` is its
+            index and the message names the cause.
+
+        Notes
+        -----
+        Map: every partition lists its words (vocabulary in first-appearance order over the
+        partitions in order), then counts its n-grams into sorted integer-key tables. Reduce:
+        tables merged pairwise in a tree. Adjusted counts, discounts and the interpolated
+        tables are computed on the driver from the merged counts, by the code of :meth:`fit`.
+
+        Examples
+        --------
+        >>> import dask.bag as db
+        >>> from seqprob.ngram import ModifiedKneserNey
+        >>> bag = db.from_sequence(["a b c", "b c a", "c a b a"], npartitions=2)
+        >>> m = ModifiedKneserNey(order=2, discounts=[(0.5, 1, 1.5)] * 2).fit_dask(bag)
+        >>> m.counts_.n_tokens
+        13
+        """
+        from ._dask import fit_counts_dask
+
+        self._check_params()
+        if tokenizer is not None:
+            self._check_tokenizer(tokenizer)
+        self._reset()
+        try:
+            self._fit_counts(*fit_counts_dask(paths_or_bag, int(self.order), tokenizer,
+                                              int(self.min_count), int(self.chunk_chars), split_every))
+        except BaseException:
+            self._reset()
+            raise
+        return self
+
+    def _fit_counts(self, counts: NGramCounts, tok: Tokenizer) -> None:
+        """Estimate from finished counts; sets ``counts_``, ``tokenizer_``, ``vocab_``."""
+        if counts.n_tokens == counts.n_sentences:
+            raise InputError("the corpus has no words: only <s> and </s> would be counted "
+                             f"({counts.n_sentences} empty line(s))", n_sentences=counts.n_sentences)
+        self.counts_, self.tokenizer_ = counts, tok
+        self._estimate(counts, tok.vocab)
         self.vocab_ = tok.vocab
         log.info("%s: %s n-grams per order from %d sentences, %d tokens", type(self).__name__,
                  counts.sizes(), counts.n_sentences, counts.n_tokens)
-        return self
 
-    def _count(self, lines, tokenizer):
-        chunks = _progress(line_chunks(lines, int(self.chunk_chars)), self.progress,
+    def _count(self, lines, tokenizer, plan=None, spill=None):
+        chunk_chars = plan.chunk_chars if plan else int(self.chunk_chars)
+        batch = min(4096, max(1, chunk_chars // 200)) if plan else 4096  # lines read at a time
+        chunks = _progress(line_chunks(lines, chunk_chars, batch), self.progress,
                            total=len(lines) if hasattr(lines, "__len__") else None)
         index = None
         if tokenizer is None:
-            if self.min_count > 1:
+            if self.min_count > 1 and plan:
+                tokenizer, chunks = spill_vocab(chunks, int(self.min_count), spill, chunk_chars, batch)
+            elif self.min_count > 1:
                 tokenizer, kept = build_whitespace_vocab(chunks, int(self.min_count))
                 chunks = iter(kept)
             else:
                 index = {UNK: 0, BOS: 1, EOS: 2}
         else:
-            if not (hasattr(tokenizer, "encode") and isinstance(getattr(tokenizer, "vocab", None), Vocab)):
-                raise InputError("tokenizer must be a seqprob Tokenizer (with .encode and a Vocab "
-                                 f"as .vocab), got {type(tokenizer).__name__}")
-            if self.min_count != 1:
-                raise InputError(f"min_count={self.min_count} only applies when fit() builds the "
-                                 "tokenizer; the given tokenizer already fixes the vocabulary",
-                                 value=self.min_count)
-            _check_specials(tokenizer.vocab)
+            self._check_tokenizer(tokenizer)
         vocab = tokenizer.vocab if tokenizer is not None else None
         bos, eos = (vocab.bos_id, vocab.eos_id) if vocab is not None else (1, 2)
         size = (lambda: len(index)) if index is not None else len(vocab)
-        counts = count_ngrams(encode_chunks(chunks, tokenizer, index), int(self.order), size, bos, eos)
+        encoded = encode_chunks(chunks, tokenizer, index)
+        if plan:
+            counts = count_bounded(encoded, int(self.order), size, bos, eos, plan.budget, spill)
+        else:
+            counts = count_ngrams(encoded, int(self.order), size, bos, eos)
         if index is not None:
             tokenizer = WhitespaceTokenizer(Vocab(list(index)))
         return counts, tokenizer
 
+    def _check_tokenizer(self, tokenizer) -> None:
+        if not (hasattr(tokenizer, "encode") and isinstance(getattr(tokenizer, "vocab", None), Vocab)):
+            raise InputError("tokenizer must be a seqprob Tokenizer (with .encode and a Vocab "
+                             f"as .vocab), got {type(tokenizer).__name__}")
+        if self.min_count != 1:
+            raise InputError(f"min_count={self.min_count} only applies when fit() builds the "
+                             "tokenizer; the given tokenizer already fixes the vocabulary",
+                             value=self.min_count)
+        _check_specials(tokenizer.vocab)
+
     def _estimate(self, counts: NGramCounts, vocab: Vocab) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+def _bounded_plan(memory, temp_dir, order: int):
+    """The chunk plan of a memory budget (None: the in-memory path)."""
+    if memory is None:
+        if temp_dir is not None:
+            raise InputError(f"temp_dir={str(temp_dir)!r} only applies with a memory budget "
+                             "(memory='1G'): the in-memory fit writes no temporary files",
+                             value=str(temp_dir))
+        return None
+    return chunk_plan(memory, order)
 
 
 def _check_specials(vocab: Vocab) -> None:

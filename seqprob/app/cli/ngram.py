@@ -41,6 +41,12 @@ def register(sub) -> None:
     f.add_argument("--prune", type=int, nargs="+", metavar="T",
                    help="mkn: lmplz-style count thresholds per order, e.g. --prune 0 1 1 (an n-gram "
                         "of order m >= 2 seen <= T_m times is removed; the last value repeats)")
+    f.add_argument("-S", "--memory", metavar="SIZE",
+                   help="memory budget for counting (e.g. 1G, 512M; like lmplz -S): count in "
+                        "chunks, spill sorted runs to -T, merge them, stream the ARPA out; same "
+                        "file as without it (default: count in memory)")
+    f.add_argument("-T", "--temp-dir", metavar="DIR",
+                   help="folder for the spill files of -S (default: the system temp folder)")
     f.set_defaults(func=run_fit)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
@@ -81,11 +87,29 @@ def run_fit(args) -> int:
 
     model = build_model(args)
     start = time.perf_counter()
-    model.fit(read_lines(args.corpus))  # warnings (discount fallback) print as one line: see cli.main
-    fitted = time.perf_counter() - start
-    write_arpa(model, args.output)
-    sizes = " ".join(f"{m}:{n}" for m, n in enumerate(model.tables_.sizes(), start=1))
+    memory, temp_dir = getattr(args, "memory", None), getattr(args, "temp_dir", None)
+    if temp_dir is not None and memory is None:
+        raise InputError("-T/--temp-dir only applies with a memory budget -S (e.g. -S 1G)")
+    # warnings (discount fallback) print as one line: see cli.main
+    if memory is not None and args.smoothing == "mkn" and getattr(model, "prune", None) is None:
+        from seqprob.ngram._stream_mkn import fit_mkn_arpa  # text -> ARPA, never the model
+
+        info = fit_mkn_arpa(model, read_lines(args.corpus), args.output, memory, temp_dir)
+        return _report(args, model, info["sizes"], info["n_sentences"], info["n_tokens"], start)
+    model.fit(read_lines(args.corpus), memory=memory, temp_dir=temp_dir)
+    if memory is None:
+        write_arpa(model, args.output)
+    else:
+        from seqprob.ngram._arpa_stream import write_arpa_stream
+
+        write_arpa_stream(model.tables_, model.vocab, args.output)
+    return _report(args, model, model.tables_.sizes(), model.counts_.n_sentences,
+                   model.counts_.n_tokens, start)
+
+
+def _report(args, model, sizes: list, n_sentences: int, n_tokens: int, start: float) -> int:
+    shown = " ".join(f"{m}:{n}" for m, n in enumerate(sizes, start=1))
     print(f"wrote {args.output}: {type(model).__name__}(order={args.order}) from "
-          f"{model.counts_.n_sentences} sentences, {model.counts_.n_tokens} tokens; "
-          f"n-grams {sizes}; fit {fitted:.2f} s", file=sys.stderr)
+          f"{n_sentences} sentences, {n_tokens} tokens; n-grams {shown}; "
+          f"fit + write {time.perf_counter() - start:.2f} s", file=sys.stderr)
     return 0

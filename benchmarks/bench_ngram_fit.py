@@ -1,0 +1,149 @@
+"""Benchmark: text -> ARPA with a memory budget, ``seqprob ngram fit -S`` against ``lmplz -S``.
+
+Corpus: the seeded synthetic Zipf-Markov text of ``bench_ngram.py`` (20k word types), written
+to a file once. Each side runs alone in its own fresh process, one after the other, with the
+same budget, the same thread settings (``OMP/OPENBLAS/MKL_NUM_THREADS``) and the same input
+file; time is wall clock, memory the peak RSS of that process (``os.wait4`` rusage).
+Median (min-max) of ``--runs`` runs after one warm-up, the pair repeated ``--pairs`` times;
+ratio = lmplz time / seqprob time (above 1: seqprob is faster).
+
+Run (from the repository root):
+    PYTHONPATH=. python benchmarks/bench_ngram_fit.py                  # order 5, 16M words, -S 1G
+    PYTHONPATH=. python benchmarks/bench_ngram_fit.py --words 1000000 --runs 1 --pairs 1   # sanity
+    PYTHONPATH=. python benchmarks/bench_ngram_fit.py --big            # order 5, 100M words, -S 4G
+
+Targets (issue 10): order 5 on 16M words <= 1.0x lmplz's time and peak memory <= lmplz at the
+same -S; order 5 on 100M words completes under a 4 GB budget.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_ngram import make_corpus  # noqa: E402  (the same generator as the query benchmark)
+
+ROOT = Path(__file__).resolve().parents[1]
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def write_corpus(path: Path, words: int, block: int = 4_000_000) -> None:
+    """Write about ``words`` words; above ``block`` words, seeded blocks one after the other
+    (the generator holds its text in memory)."""
+    with open(path, "w", encoding="utf-8") as out:
+        done, seed = 0, 0
+        while done < words:
+            lines = make_corpus(min(block, words - done), seed=seed)
+            out.write("".join(line + "\n" for line in lines))
+            done += sum(len(line.split()) for line in lines)
+            seed += 1
+
+
+def run_alone(cmd: list, env: dict) -> tuple:
+    """(wall seconds, peak RSS in MB) of one command in its own process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{err[-2000:]}")
+    return wall, usage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
+
+
+def seqprob_cmd(corpus: Path, out: Path, order: int, memory: str | None, tmp: Path) -> list:
+    cmd = [sys.executable, "-m", "seqprob", "ngram", "fit", str(corpus), "-o", str(out),
+           "--order", str(order)]
+    return cmd + (["-S", memory, "-T", str(tmp)] if memory else [])
+
+
+def lmplz_cmd(lmplz: str, corpus: Path, out: Path, order: int, memory: str, tmp: Path) -> list:
+    return [lmplz, "-o", str(order), "-S", memory, "-T", str(tmp), "--discount_fallback",
+            "--text", str(corpus), "--arpa", str(out)]
+
+
+def find_lmplz(given: str | None) -> str | None:
+    if given:
+        return given
+    found = sorted(glob.glob("/work/bench/kenlm-src/*/build/bin/lmplz")
+                   + glob.glob("/work/bench/kenlm-src/build/bin/lmplz"))
+    return found[0] if found else shutil.which("lmplz")
+
+
+def measure(name: str, cmd: list, env: dict, runs: int) -> dict:
+    run_alone(cmd, env)  # warm-up (page cache, imports)
+    times, peaks = zip(*(run_alone(cmd, env) for _ in range(runs)))
+    return {"name": name, "times": times, "peak": max(peaks)}
+
+
+def fmt(r: dict) -> str:
+    t = r["times"]
+    return (f"{r['name']:<22} {statistics.median(t):8.2f} s  (min {min(t):.2f}, max {max(t):.2f})"
+            f"  peak RSS {r['peak']:7.0f} MB")
+
+
+def ngram_header(path: Path) -> str:
+    with open(path, encoding="utf-8") as f:
+        return " ".join(line.strip().split("=")[1] for line in f.readlines(4096)
+                        if line.startswith("ngram "))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--words", type=int, default=16_000_000)
+    ap.add_argument("--order", type=int, default=5)
+    ap.add_argument("--memory", default="1G", help="the -S budget of both tools")
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--big", action="store_true", help="order 5, 100M words, -S 4G, one run")
+    ap.add_argument("--in-memory", action="store_true", help="also time seqprob without -S")
+    ap.add_argument("--lmplz", help="path of lmplz (default: the KenLM build in /work/bench)")
+    ap.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP threads of both sides")
+    ap.add_argument("--workdir", help="where the corpus and outputs go (default: a temp dir)")
+    args = ap.parse_args()
+    if args.big:
+        args.words, args.order, args.memory, args.runs, args.pairs = 100_000_000, 5, "4G", 1, 1
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **{v: str(args.threads) for v in THREAD_VARS})
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-ngram-fit-"))
+    work.mkdir(parents=True, exist_ok=True)
+    corpus = work / f"zipf-markov-{args.words}.txt"
+    if not corpus.exists():
+        t = time.perf_counter()
+        write_corpus(corpus, args.words)
+        print(f"wrote {corpus} ({corpus.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - t:.0f} s")
+    lmplz = find_lmplz(args.lmplz)
+    print(f"order {args.order}, {args.words} words, budget -S {args.memory}, {args.threads} thread(s); "
+          f"{args.runs} run(s) after a warm-up, {args.pairs} pair(s)")
+    for pair in range(1, args.pairs + 1):
+        sp = measure("seqprob -S " + args.memory,
+                     seqprob_cmd(corpus, work / "seqprob.arpa", args.order, args.memory, work), env, args.runs)
+        print(f"pair {pair}: {fmt(sp)}   n-grams {ngram_header(work / 'seqprob.arpa')}")
+        if args.in_memory:
+            mem = measure("seqprob (in memory)",
+                          seqprob_cmd(corpus, work / "inmem.arpa", args.order, None, work), env, args.runs)
+            print(f"pair {pair}: {fmt(mem)}")
+        if lmplz is None:
+            print("lmplz not found (build KenLM or pass --lmplz): seqprob side only")
+            continue
+        ref = measure("lmplz -S " + args.memory,
+                      lmplz_cmd(lmplz, corpus, work / "lmplz.arpa", args.order, args.memory, work), env, args.runs)
+        print(f"pair {pair}: {fmt(ref)}   n-grams {ngram_header(work / 'lmplz.arpa')}")
+        ratio = statistics.median(ref["times"]) / statistics.median(sp["times"])
+        print(f"pair {pair}: time ratio lmplz/seqprob {ratio:.2f}x; peak memory seqprob/lmplz "
+              f"{sp['peak'] / ref['peak']:.2f}x")
+    if not args.workdir:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,275 @@
+"""Bounded-memory n-gram estimation (spilled sorted runs + k-way merge) and the streaming ARPA
+writer: bit for bit the in-memory path, on the KenLM fixture corpus and on generated corpora."""
+from __future__ import annotations
+
+import errno
+import gzip
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seqprob.arpa import write_arpa
+from seqprob.counts import count_sequences
+from seqprob.errors import InputError, MemoryBudgetError, SeqProbFileError
+from seqprob.ngram import MLE, KneserNey, ModifiedKneserNey, WittenBell
+from seqprob.ngram import _external
+from seqprob.ngram._arpa_stream import write_arpa_stream
+from seqprob.ngram._external import MIN_CHUNK_TOKENS, chunk_plan, min_budget, parse_memory
+from seqprob.ngram._stream_mkn import fit_mkn_arpa
+
+try:
+    from budget import examples  # example budgets that follow the Hypothesis profile
+except ImportError:  # a checkout without tests/budget.py
+    def examples(n: int) -> int:
+        return n
+
+FIX = Path(__file__).parent / "fixtures" / "kenlm"
+TRAIN = FIX / "genesis.train.txt"
+
+
+def _arpa(model, path) -> bytes:
+    return write_arpa(model, path).read_bytes()
+
+
+def _cli_main():
+    """The ``seqprob`` console entry point (seqprob.cli, or seqprob.app.cli once it moved)."""
+    import importlib
+
+    try:
+        return importlib.import_module("seqprob.app.cli").main
+    except ModuleNotFoundError:
+        return importlib.import_module("seqprob.cli").main
+
+
+def _tiny_budget(order: int) -> int:
+    """The smallest accepted budget: one chunk of MIN_CHUNK_TOKENS tokens."""
+    return min_budget(order)
+
+
+@pytest.fixture(scope="module")
+def train():
+    return TRAIN.read_text(encoding="utf-8").splitlines()
+
+
+@pytest.fixture
+def runs_seen(monkeypatch):
+    """Record how many sorted runs each bounded fit spilled (the test must force several)."""
+    seen = []
+    merge = _external.merge_runs
+
+    def spy(runs, *args):
+        seen.append(len(runs))
+        return merge(runs, *args)
+    monkeypatch.setattr(_external, "merge_runs", spy)
+    return seen
+
+
+# --------------------------------------------------------------------------- KenLM fixtures
+
+
+@pytest.mark.parametrize("order,memory", [(2, "600K"), (3, "1200K"), (4, "4M")])
+def test_bounded_fit_writes_the_same_arpa_as_in_memory(order, memory, train, tmp_path, runs_seen):
+    ours = ModifiedKneserNey(order=order).fit(train, memory=memory, temp_dir=tmp_path)
+    ref = ModifiedKneserNey(order=order).fit(train)
+    assert runs_seen[-1] >= 4  # several spills were merged
+    assert _arpa(ours, tmp_path / "b.arpa") == _arpa(ref, tmp_path / "a.arpa")
+    assert ours.discounts_ == ref.discounts_
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.arpa", "b.arpa"]  # spill files gone
+
+
+def test_a_budget_that_holds_the_corpus_spills_one_run(train, tmp_path, runs_seen):
+    ref = _arpa(ModifiedKneserNey(order=3).fit(train), tmp_path / "a.arpa")
+    assert _arpa(ModifiedKneserNey(order=3).fit(train, memory="1G"), tmp_path / "b.arpa") == ref
+    fit_mkn_arpa(ModifiedKneserNey(order=3), train, tmp_path / "c.arpa", memory="1G")
+    assert (tmp_path / "c.arpa").read_bytes() == ref
+    assert runs_seen == [1, 1]
+
+
+def test_bounded_fit_reads_a_gz_file_and_min_count(train, tmp_path, runs_seen):
+    gz = tmp_path / "train.txt.gz"
+    with gzip.open(gz, "wt", encoding="utf-8") as f:
+        f.write("\n".join(train) + "\n")
+    ours = ModifiedKneserNey(order=3, min_count=2).fit(gz, memory="600K", temp_dir=tmp_path)
+    ref = ModifiedKneserNey(order=3, min_count=2).fit(train)
+    assert runs_seen[-1] >= 4
+    assert ours.vocab == ref.vocab
+    assert _arpa(ours, tmp_path / "b.arpa") == _arpa(ref, tmp_path / "a.arpa")
+
+
+def test_streaming_writer_matches_write_arpa(train, tmp_path):
+    for model in (ModifiedKneserNey(order=3).fit(train), WittenBell(order=2).fit(train[:200]),
+                  MLE(order=2).fit(train[:50])):  # MLE: probability-0 entries written as -99
+        expected = _arpa(model, tmp_path / "a.arpa")
+        got = write_arpa_stream(model.tables_, model.vocab, tmp_path / "b.arpa", block_rows=777)
+        assert got.read_bytes() == expected
+
+
+def test_cli_fit_with_budget_is_byte_identical(tmp_path, monkeypatch):
+    import io
+    import sys
+
+    main = _cli_main()
+    assert main(["ngram", "fit", str(TRAIN), "-o", str(tmp_path / "a.arpa"), "--order", "3"]) == 0
+    assert main(["ngram", "fit", str(TRAIN), "-o", str(tmp_path / "b.arpa"), "--order", "3",
+                 "-S", "800K", "-T", str(tmp_path)]) == 0
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(TRAIN.read_bytes())))
+    assert main(["ngram", "fit", "-", "-o", str(tmp_path / "c.arpa"), "--order", "3", "-S", "800K",
+                 "-T", str(tmp_path), "--smoothing", "wb"]) == 0  # stdin; other smoothings too
+    assert main(["ngram", "fit", str(TRAIN), "-o", str(tmp_path / "d.arpa"), "--order", "3",
+                 "--smoothing", "wb"]) == 0
+    assert (tmp_path / "a.arpa").read_bytes() == (tmp_path / "b.arpa").read_bytes()
+    assert (tmp_path / "c.arpa").read_bytes() == (tmp_path / "d.arpa").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.arpa", "b.arpa", "c.arpa", "d.arpa"]
+
+
+@pytest.mark.parametrize("order,quirk", [(1, False), (2, True), (3, False), (4, True)])
+def test_text_to_arpa_without_the_model_is_byte_identical(order, quirk, train, tmp_path, runs_seen):
+    ref = _arpa(ModifiedKneserNey(order=order, kenlm_quirk=quirk).fit(train), tmp_path / "a.arpa")
+    info = fit_mkn_arpa(ModifiedKneserNey(order=order, kenlm_quirk=quirk), train,
+                        tmp_path / "b.arpa", memory="1M", temp_dir=tmp_path)
+    assert runs_seen[-1] >= 4
+    assert (tmp_path / "b.arpa").read_bytes() == ref
+    assert info["sizes"] == ModifiedKneserNey(order=order).fit(train).tables_.sizes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.arpa", "b.arpa"]
+
+
+def test_text_to_arpa_refuses_pruning(tmp_path):
+    model = ModifiedKneserNey(order=2)
+    model.prune = (0, 1)  # lmplz --prune: needs the whole tables, so the streamed path refuses it
+    with pytest.raises(InputError, match="does not prune"):
+        fit_mkn_arpa(model, ["a b", "b a"], tmp_path / "m.arpa", memory="1M", temp_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_text_to_arpa_failure_leaves_nothing(tmp_path):
+    out = tmp_path / "m.arpa"
+    with pytest.raises(InputError, match="could not estimate"):  # tiny data, no fallback
+        fit_mkn_arpa(ModifiedKneserNey(order=2, discount_fallback=None), ["a b", "b a"], out,
+                     memory=_tiny_budget(2), temp_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- generated corpora
+
+_words = st.lists(st.sampled_from("a b c d e f g".split()), min_size=0, max_size=9)
+_corpus = st.lists(_words.map(" ".join), min_size=1, max_size=60)
+
+
+@settings(max_examples=examples(25), deadline=None)
+@given(corpus=_corpus, order=st.integers(1, 4))
+def test_bounded_counts_equal_in_memory_counts(corpus, order):
+    seqs = [[3 + "abcdefg".index(w) for w in line.split()] for line in corpus]
+    ref = count_sequences(seqs, order, vocab_size=10)
+    with _external.SpillDir() as spill:
+        chunks = [(np.array(s, dtype=np.int64), np.array([len(s)])) for s in seqs]  # one run a line
+        got = _external.count_bounded(chunks, order, 10, 1, 2, budget=2048, spill=spill)
+        for m in range(order):
+            np.testing.assert_array_equal(got.keys[m], ref.keys[m])
+            np.testing.assert_array_equal(got.counts[m], ref.counts[m])
+            if m:
+                np.testing.assert_array_equal(got.suffix[m], ref.suffix[m])
+        assert (got.n_sentences, got.n_tokens) == (ref.n_sentences, ref.n_tokens)
+
+
+@settings(max_examples=examples(15), deadline=None)
+@given(corpus=_corpus.filter(lambda c: sum(len(x.split()) for x in c) > 0), order=st.integers(1, 3),
+       estimator=st.sampled_from([ModifiedKneserNey, KneserNey, WittenBell]))
+def test_bounded_fit_at_the_smallest_budget_is_bit_identical(corpus, order, estimator, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bounded")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # discount fallback on tiny corpora: same in both paths
+        ref = estimator(order=order).fit(corpus)
+        ours = estimator(order=order).fit(corpus, memory=_tiny_budget(order), temp_dir=tmp)
+    assert _arpa(ours, tmp / "b.arpa") == _arpa(ref, tmp / "a.arpa")
+    if estimator is ModifiedKneserNey:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit_mkn_arpa(estimator(order=order), corpus, tmp / "c.arpa", _tiny_budget(order), tmp)
+        assert (tmp / "c.arpa").read_bytes() == (tmp / "a.arpa").read_bytes()
+        (tmp / "c.arpa").unlink()
+    assert sorted(p.name for p in tmp.iterdir()) == ["a.arpa", "b.arpa"]
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_memory_budget_parsing():
+    assert parse_memory("1G") == 1 << 30
+    assert parse_memory("512m") == 512 << 20
+    assert parse_memory("2KiB") == 2048
+    assert parse_memory(1000) == 1000
+    for bad in ("lots", "-1G", "0", 0, "1X"):
+        with pytest.raises(MemoryBudgetError, match="memory budget"):
+            parse_memory(bad)
+
+
+def test_budget_below_one_chunk_is_refused_before_reading(tmp_path):
+    need = _tiny_budget(3)
+    with pytest.raises(MemoryBudgetError, match=str(need)) as err:
+        ModifiedKneserNey(order=3).fit(iter(["a b"]), memory=need - 1, temp_dir=tmp_path)
+    assert err.value.limit == need
+    assert chunk_plan(need, 3).chunk_tokens == MIN_CHUNK_TOKENS
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_temp_dir_that_cannot_hold_files(tmp_path):
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    with pytest.raises(SeqProbFileError, match="temp directory"):
+        ModifiedKneserNey(order=2).fit(["a b"], memory="1M", temp_dir=not_a_dir)
+    with pytest.raises(SeqProbFileError, match="temp directory"):
+        ModifiedKneserNey(order=2).fit(["a b"], memory="1M", temp_dir=tmp_path / "missing")
+
+
+def test_full_disk_while_spilling_is_named_and_cleaned_up(tmp_path, monkeypatch, train):
+    calls = {"n": 0}
+    save = np.save
+
+    def full_after_a_while(path, arr):
+        calls["n"] += 1
+        if calls["n"] > 10:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return save(path, arr)
+    monkeypatch.setattr(_external.np, "save", full_after_a_while)
+    model = ModifiedKneserNey(order=3)
+    with pytest.raises(SeqProbFileError, match="No space left"):
+        model.fit(train, memory="600K", temp_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []  # every spill file removed
+    assert not hasattr(model, "tables_")
+
+
+def test_bad_text_midway_removes_spill_files(tmp_path):
+    lines = ["a b c"] * 200 + ["a <s> b"]
+    with pytest.raises(InputError, match="line 201"):
+        ModifiedKneserNey(order=2).fit(lines, memory=_tiny_budget(2), temp_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_temp_dir_needs_a_budget(tmp_path):
+    with pytest.raises(InputError, match="temp_dir"):
+        ModifiedKneserNey(order=2).fit(["a b"], temp_dir=tmp_path)
+
+
+def test_cli_bad_budget_leaves_no_output(tmp_path, capsys):
+    main = _cli_main()
+    out = tmp_path / "m.arpa"
+    assert main(["ngram", "fit", str(TRAIN), "-o", str(out), "-S", "1K"]) != 0
+    assert "memory budget" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_docstring_examples():
+    import doctest
+
+    from seqprob.ngram import _arpa_stream
+
+    from seqprob.ngram import _stream_mkn
+
+    for module in (_external, _arpa_stream, _stream_mkn):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0 and result.attempted > 0, module.__name__
