@@ -44,7 +44,7 @@ __all__ = [
     "score", "summarize", "joint_logprob", "perplexity", "evaluate", "sample", "generate",
     "word_scores", "conditional_logprob", "compare", "compress", "decompress",
     # submodules (sp.plots too, left out here so that `import *` does not load matplotlib)
-    "functional", "errors", "analysis", "registry",
+    "functional", "errors", "analysis",
 ]
 
 
