@@ -1,0 +1,238 @@
+"""Whole-column ARPA text: ``%.10g`` formatting and number/word parsing with numpy.
+
+The ARPA writer and reader of :mod:`seqprob.arpa` spend their time on millions of short
+fields. Here each field kind is handled as one array operation over a byte matrix:
+
+- :func:`format_g10` turns floats into the exact bytes of C's ``"%.10g"`` (Python's
+  ``f"{v:.10g}"``); the rare values whose 10th digit sits within 1e-5 of a rounding tie are
+  formatted by Python so the output stays byte-identical.
+- :func:`parse_numbers` parses decimal fields exactly (Clinger's fast path: an integer
+  mantissa below 2**53 times an exact power of ten <= 1e22 is one correctly rounded
+  operation); anything else is handed back to the caller (``None``).
+- :func:`word_ids` maps word fields to vocabulary ids through a 64-bit hash of their bytes,
+  every match checked byte for byte.
+
+Rows are assembled in a fixed-width ``uint8`` matrix padded with 0 bytes and squeezed by one
+boolean mask (:func:`squeeze`); ARPA text never contains a 0 byte (the callers check).
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+__all__ = ["format_g10", "squeeze", "name_matrix", "parse_numbers", "word_ids", "tokenize"]
+
+G10_WIDTH = 18  # sign + "0.000" + 10 digits + slack; exponent form: sign d . 9 digits e-ddd
+_POW10 = 10.0 ** np.arange(23)  # exact in float64
+_DIGITS = np.frombuffer(b"0123456789", dtype=np.uint8)
+
+
+def format_g10(values: np.ndarray) -> np.ndarray:
+    """(n,) floats -> (n, 18) uint8: the bytes of ``"%.10g" % v``, right-padded with 0.
+
+    Examples
+    --------
+    >>> squeeze(format_g10(np.array([-0.30103, 0.0, -1.5e-07, 1234567890123.0])), b" ")
+    b'-0.30103 0 -1.5e-07 1.234567890e+12 '
+    """
+    values = np.asarray(values, dtype=np.float64)
+    out = np.zeros((len(values), G10_WIDTH), dtype=np.uint8)
+    mag = np.abs(values)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        exp = np.floor(np.log10(mag)).astype(np.int64, copy=False) if len(values) else np.zeros(0, np.int64)
+    exp = np.where(np.isfinite(mag) & (mag > 0), exp, 0)
+    shift = 9 - exp
+    ok = np.isfinite(mag) & (mag > 0) & (shift >= 0) & (shift <= 9 - _MIN_EXP)
+    scaled = mag * _POW10[np.clip(shift, 0, 22)]  # one rounding: |error| < 2e-6
+    with np.errstate(invalid="ignore"):
+        frac = scaled - np.floor(scaled)
+    ok &= (scaled >= 1e9) & (scaled < 1e10 - 1) & (np.abs(frac - 0.5) > 1e-5)
+    digits = np.where(ok, np.floor(scaled + 0.5), 0).astype(np.int64)  # (n,) ten digits
+    zero = mag == 0
+    _write_zeros(out, values, zero)
+    _write_digits(out, values, digits, exp, ok)
+    for i in np.flatnonzero(~ok & ~zero):  # ties, huge/tiny, inf, nan: Python decides
+        text = f"{values[i]:.10g}".encode()
+        out[i, : len(text)] = np.frombuffer(text, dtype=np.uint8)
+    return out
+
+
+def _write_zeros(out: np.ndarray, values: np.ndarray, zero: np.ndarray) -> None:
+    neg = zero & np.signbit(values)
+    out[zero, 0] = ord("0")
+    out[neg, 0], out[neg, 1] = ord("-"), ord("0")
+
+
+_QUAD = np.array([list(f"{i:04d}".encode()) for i in range(10000)], dtype=np.uint8)  # (10000, 4)
+_QUAD32 = _QUAD.view(np.uint32).ravel()  # (10000,) the 4 bytes of each as one word
+_QUAD_TRAILING = np.array([4 if i == 0 else len(str(i)) - len(str(i).rstrip("0")) for i in range(10000)])
+
+# Each output row is gathered from a per-row source of 29 byte columns:
+_NUL, _SIGN, _ZERO, _DOT_IF, _E, _ESIGN, _ETENS, _EONES, _DOT = range(9)
+_FULL, _KEPT = 9, 19  # 10 digits each: all of them / trailing zeros blanked
+_MIN_EXP = -13  # the smallest decimal exponent format_g10 lays out itself (shift <= 22)
+
+
+def _template(x: int) -> tuple:
+    """(source columns of the text of a value with decimal exponent x, dot threshold)."""
+    if 0 <= x < 10:  # ddd.ddd (the dot only if digits follow)
+        cols = [_SIGN, *range(_FULL, _FULL + x + 1), _DOT_IF, *range(_KEPT + x + 1, _KEPT + 10)]
+        return cols, x + 1
+    if -4 <= x < 0:  # 0.000ddd
+        return [_SIGN, _ZERO, _DOT, *[_ZERO] * (-x - 1), *range(_KEPT, _KEPT + 10)], 0
+    return [_SIGN, _FULL, _DOT_IF, *range(_KEPT + 1, _KEPT + 10), _E, _ESIGN, _ETENS, _EONES], 1
+
+
+_TEMPLATES = np.zeros((10 - _MIN_EXP, G10_WIDTH), dtype=np.intp)  # (23, 18) by x - _MIN_EXP
+_DOT_AFTER = np.zeros(10 - _MIN_EXP, dtype=np.int64)
+for _x in range(_MIN_EXP, 10):
+    _cols, _DOT_AFTER[_x - _MIN_EXP] = _template(_x)
+    _TEMPLATES[_x - _MIN_EXP, : len(_cols)] = _cols
+
+
+def _ten_digits(digits: np.ndarray):
+    """(k,) integers in [1e9, 1e10) -> (k, 10) ASCII digits and (k,) count of trailing zeros."""
+    high, rest = np.divmod(digits, 10**8)
+    mid, low = np.divmod(rest, 10**4)
+    quads = np.stack([_QUAD32[high], _QUAD32[mid], _QUAD32[low]], axis=1)  # (k, 3) 4 bytes each
+    chars = quads.view(np.uint8)[:, 2:]  # (k, 10): "00hh" "mmmm" "llll" without the "00"
+    tz = _QUAD_TRAILING[low]
+    tz = np.where(low == 0, 4 + _QUAD_TRAILING[mid], tz)
+    tz = np.where(rest == 0, 8 + (high % 10 == 0), tz)  # high is 10 .. 99
+    return chars, tz
+
+
+def _write_digits(out: np.ndarray, values: np.ndarray, digits: np.ndarray, exp: np.ndarray,
+                  ok: np.ndarray) -> None:
+    """Lay out the 10 significant digits in fixed (-4 <= exp < 10) or exponent form."""
+    rows = np.flatnonzero(ok)
+    if not len(rows):
+        return
+    full, trailing = _ten_digits(digits[rows])  # (k, 10), (k,)
+    kept = 10 - trailing  # (k,) significant digits after stripping
+    group = exp[rows] - _MIN_EXP  # (k,)
+    src = np.zeros((len(rows), _KEPT + 10), dtype=np.uint8)  # (k, 29)
+    src[:, [_ZERO, _DOT, _E, _ESIGN]] = np.frombuffer(b"0.e-", dtype=np.uint8)
+    src[:, _SIGN] = np.where(values[rows] < 0, ord("-"), 0)
+    src[:, _DOT_IF] = np.where(kept > _DOT_AFTER[group], ord("."), 0)
+    src[:, _ETENS] = ord("0") + (-exp[rows]) // 10 % 10
+    src[:, _EONES] = ord("0") + (-exp[rows]) % 10
+    src[:, _FULL:_KEPT] = full
+    src[:, _KEPT:] = np.where(np.arange(10) < kept[:, None], full, np.uint8(0))
+    for g in np.unique(group):
+        sel = np.flatnonzero(group == g)
+        out[rows[sel]] = src[sel][:, _TEMPLATES[g]]
+
+
+def squeeze(matrix: np.ndarray, sep: bytes | None = None) -> bytes:
+    """Bytes of a padded (n, w) uint8 matrix without its 0 padding (``sep`` after each row)."""
+    if sep is not None:
+        matrix = np.concatenate([matrix, np.full((len(matrix), 1), sep[0], np.uint8)], axis=1)
+    return matrix[matrix != 0].tobytes()
+
+
+def name_matrix(names: list) -> np.ndarray:
+    """(V, Lmax) uint8: the UTF-8 bytes of each name, right-padded with 0."""
+    encoded = [n.encode("utf-8") for n in names]
+    width = max(map(len, encoded), default=1)
+    flat = np.frombuffer(b"".join(e.ljust(width, b"\0") for e in encoded), dtype=np.uint8)
+    return flat.reshape(len(encoded), width).copy()
+
+
+# ---------------------------------------------------------------------------- parsing
+
+_WS = np.zeros(256, dtype=bool)
+_WS[[9, 10, 13, 32]] = True
+
+
+def tokenize(section: bytes):
+    """Whitespace-separated fields of a text block, by line.
+
+    Returns ``(buf, starts, ends, line_first, line_count)``: field byte ranges and, for each
+    non-blank line, the index of its first field and its number of fields. The caller must
+    have checked that no other whitespace (vertical tab, form feed, Unicode spaces) occurs.
+    """
+    buf = np.frombuffer(section, dtype=np.uint8)
+    ws = np.concatenate([[True], _WS[buf], [True]])  # (n+2,)
+    starts = np.flatnonzero(ws[:-2] & ~ws[1:-1])  # (F,)
+    ends = np.flatnonzero(~ws[1:-1] & ws[2:]) + 1  # (F,)
+    newlines = np.cumsum(buf == 10)  # (n,)
+    line = newlines[starts] if len(starts) else np.zeros(0, np.int64)  # (F,)
+    first = np.flatnonzero(np.concatenate([[True], line[1:] != line[:-1]])) if len(line) else line
+    count = np.diff(np.append(first, len(starts)))
+    return buf, starts, ends, first, count
+
+
+_NUMBER_BYTE = np.zeros(256, dtype=bool)
+_NUMBER_BYTE[list(b"0123456789+-.eE")] = True
+
+
+def parse_numbers(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
+    """Float values of decimal fields (C ``strtod``: correctly rounded like Python's
+    ``float``), or None if a field is not a plain decimal (``inf``, ``nan``, ``1_0``, ``0x1p3``
+    ...): the caller then parses with Python."""
+    if not len(starts):
+        return np.zeros(0)
+    delta = np.zeros(len(buf) + 1, dtype=np.int8)
+    delta[starts] = 1  # fields never touch: no position is both a start and an end
+    delta[ends] = -1
+    keep = np.cumsum(delta[:-1], dtype=np.int8).view(bool)  # (n,) inside a number field
+    if not _NUMBER_BYTE[buf[keep]].all():
+        return None
+    text = np.where(keep, buf, np.uint8(32)).tobytes()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            values = np.fromstring(text, dtype=np.float64, sep=" ")
+        except (ValueError, DeprecationWarning):
+            return None
+    return values if len(values) == len(starts) else None
+
+
+def _hash_fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, width: int) -> tuple:
+    """64-bit hash of each field's bytes and the (n, width) zero-padded byte matrix."""
+    col = np.arange(width)
+    inside = col < (ends - starts)[:, None]
+    mat = np.where(inside, buf[np.minimum(starts[:, None] + col, len(buf) - 1)], 0).astype(np.uint8)
+    return _hash_rows(mat), mat
+
+
+def _hash_rows(mat: np.ndarray) -> np.ndarray:
+    n, width = mat.shape
+    padded = np.zeros((n, -(-max(width, 1) // 8) * 8), dtype=np.uint8)
+    padded[:, :width] = mat
+    words = padded.view(np.uint64)  # (n, w/8)
+    h = np.full(n, 0x243F6A8885A308D3, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(words.shape[1]):
+            h = (h ^ words[:, j]) * np.uint64(0x9E3779B97F4A7C15)
+            h ^= h >> np.uint64(29)
+    return h
+
+
+class VocabIndex:
+    """Byte-exact lookup of word fields in a vocabulary (hash, then a byte comparison)."""
+
+    def __init__(self, names: list):
+        self.names = name_matrix(names)  # (V, L)
+        self.hashes = _hash_rows(self.names)
+        self.order = np.argsort(self.hashes, kind="stable")
+        self.sorted = self.hashes[self.order]
+        self.unique = len(self.sorted) < 2 or bool((self.sorted[1:] != self.sorted[:-1]).all())
+
+
+def word_ids(index: VocabIndex, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
+    """Vocabulary id of each field, -1 where it is not a vocabulary word (None: give up)."""
+    if not index.unique:
+        return None
+    L = index.names.shape[1]
+    out = np.full(len(starts), -1, dtype=np.int64)
+    fits = (ends - starts) <= L
+    cand = np.flatnonzero(fits)
+    h, mat = _hash_fields(buf, starts[cand], ends[cand], L)
+    pos = np.minimum(np.searchsorted(index.sorted, h), len(index.sorted) - 1)
+    ids = index.order[pos]
+    same = (index.sorted[pos] == h) & (index.names[ids] == mat).all(1)
+    out[cand[same]] = ids[same]
+    return out
