@@ -21,6 +21,7 @@ import warnings
 
 import numpy as np
 
+
 __all__ = ["format_g10", "squeeze", "name_matrix", "parse_numbers", "word_ids", "tokenize"]
 
 G10_WIDTH = 18  # sign + "0.000" + 10 digits + slack; exponent form: sign d . 9 digits e-ddd
@@ -157,10 +158,10 @@ def tokenize(section: bytes):
     ws = np.concatenate([[True], _WS[buf], [True]])  # (n+2,)
     starts = np.flatnonzero(ws[:-2] & ~ws[1:-1])  # (F,)
     ends = np.flatnonzero(~ws[1:-1] & ws[2:]) + 1  # (F,)
-    newlines = np.cumsum(buf == 10)  # (n,)
-    line = newlines[starts] if len(starts) else np.zeros(0, np.int64)  # (F,)
-    first = np.flatnonzero(np.concatenate([[True], line[1:] != line[:-1]])) if len(line) else line
-    count = np.diff(np.append(first, len(starts)))
+    before = np.searchsorted(starts, np.flatnonzero(buf == 10))  # (lines-1,) fields before each \n
+    count = np.diff(np.concatenate([[0], before, [len(starts)]]))  # (lines,) fields per line
+    first = np.concatenate([[0], before])[count > 0]  # first field of each non-blank line
+    count = count[count > 0]
     return buf, starts, ends, first, count
 
 
@@ -174,10 +175,9 @@ def parse_numbers(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     ...): the caller then parses with Python."""
     if not len(starts):
         return np.zeros(0)
-    delta = np.zeros(len(buf) + 1, dtype=np.int8)
-    delta[starts] = 1  # fields never touch: no position is both a start and an end
-    delta[ends] = -1
-    keep = np.cumsum(delta[:-1], dtype=np.int8).view(bool)  # (n,) inside a number field
+    bounds = np.column_stack([starts, ends]).ravel()  # (2n,) field starts and ends, in order
+    runs = np.diff(np.concatenate([[0], bounds, [len(buf)]]))  # (2n+1,) outside, inside, ...
+    keep = np.repeat(np.arange(len(runs)) % 2 == 1, runs)  # (bytes,) inside a number field
     if not _NUMBER_BYTE[buf[keep]].all():
         return None
     text = np.where(keep, buf, np.uint8(32)).tobytes()
@@ -190,20 +190,21 @@ def parse_numbers(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     return values if len(values) == len(starts) else None
 
 
-def _hash_fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, width: int) -> tuple:
-    """64-bit hash of each field's bytes and the (n, width) zero-padded byte matrix."""
-    col = np.arange(width)
-    inside = col < (ends - starts)[:, None]
-    mat = np.where(inside, buf[np.minimum(starts[:, None] + col, len(buf) - 1)], 0).astype(np.uint8)
-    return _hash_rows(mat), mat
+_LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
 
 
-def _hash_rows(mat: np.ndarray) -> np.ndarray:
-    n, width = mat.shape
-    padded = np.zeros((n, -(-max(width, 1) // 8) * 8), dtype=np.uint8)
-    padded[:, :width] = mat
-    words = padded.view(np.uint64)  # (n, w/8)
-    h = np.full(n, 0x243F6A8885A308D3, dtype=np.uint64)
+def _field_words(padded: np.ndarray, starts: np.ndarray, lengths: np.ndarray, n_words: int):
+    """(n, n_words) uint64: the bytes of each field, 8 at a time, zero past its end."""
+    view = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
+    out = np.empty((len(starts), n_words), dtype=np.uint64)
+    for j in range(n_words):
+        left = np.clip(lengths - 8 * j, 0, 8)
+        out[:, j] = view[np.minimum(starts + 8 * j, len(view) - 1)] & _LOW_BYTES[left]
+    return out
+
+
+def _hash_words(words: np.ndarray) -> np.ndarray:
+    h = np.full(len(words), 0x243F6A8885A308D3, dtype=np.uint64)
     with np.errstate(over="ignore"):
         for j in range(words.shape[1]):
             h = (h ^ words[:, j]) * np.uint64(0x9E3779B97F4A7C15)
@@ -212,27 +213,43 @@ def _hash_rows(mat: np.ndarray) -> np.ndarray:
 
 
 class VocabIndex:
-    """Byte-exact lookup of word fields in a vocabulary (hash, then a byte comparison)."""
+    """Byte-exact lookup of word fields in a vocabulary (hash, then a comparison of all bytes)."""
 
     def __init__(self, names: list):
-        self.names = name_matrix(names)  # (V, L)
-        self.hashes = _hash_rows(self.names)
-        self.order = np.argsort(self.hashes, kind="stable")
+        encoded = [n.encode("utf-8") for n in names]
+        self.width = -(-max(map(len, encoded), default=1) // 8)  # 8-byte words per name
+        flat = b"".join(e.ljust(8 * self.width, b"\0") for e in encoded)
+        self.words = np.frombuffer(flat, dtype="<u8").reshape(len(encoded), self.width)  # (V, w)
+        self.lengths = np.array([len(e) for e in encoded], dtype=np.int64)
+        self.hashes = _hash_words(self.words)  # (V,)
+        self.order = np.argsort(self.hashes)
         self.sorted = self.hashes[self.order]
         self.unique = len(self.sorted) < 2 or bool((self.sorted[1:] != self.sorted[:-1]).all())
+        self.bits = max(int(4 * len(names)).bit_length(), 1)  # direct-mapped table, load <= 1/4
+        self.slots = np.full(1 << self.bits, -1, dtype=np.int64)
+        self.slots[self._slot(self.hashes)] = np.arange(len(names))  # a collision keeps one
+
+    def _slot(self, hashes: np.ndarray) -> np.ndarray:
+        return (hashes >> np.uint64(64 - self.bits)).astype(np.int64)
+
+    def lookup(self, hashes: np.ndarray) -> np.ndarray:
+        """Id of the name with each hash, or -1 (one read; a binary search on a miss)."""
+        ids = self.slots[self._slot(hashes)]  # (n,)
+        miss = np.flatnonzero((ids < 0) | (self.hashes[np.maximum(ids, 0)] != hashes))
+        if len(miss):
+            pos = np.minimum(np.searchsorted(self.sorted, hashes[miss]), len(self.sorted) - 1)
+            ids[miss] = np.where(self.sorted[pos] == hashes[miss], self.order[pos], -1)
+        return ids
 
 
 def word_ids(index: VocabIndex, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     """Vocabulary id of each field, -1 where it is not a vocabulary word (None: give up)."""
     if not index.unique:
         return None
-    L = index.names.shape[1]
-    out = np.full(len(starts), -1, dtype=np.int64)
-    fits = (ends - starts) <= L
-    cand = np.flatnonzero(fits)
-    h, mat = _hash_fields(buf, starts[cand], ends[cand], L)
-    pos = np.minimum(np.searchsorted(index.sorted, h), len(index.sorted) - 1)
-    ids = index.order[pos]
-    same = (index.sorted[pos] == h) & (index.names[ids] == mat).all(1)
-    out[cand[same]] = ids[same]
-    return out
+    padded = np.concatenate([buf, np.zeros(8, dtype=np.uint8)])
+    lengths = ends - starts
+    words = _field_words(padded, starts, lengths, index.width)  # (n, w)
+    ids = index.lookup(_hash_words(words))  # (n,)
+    safe = np.maximum(ids, 0)
+    same = (ids >= 0) & (index.lengths[safe] == lengths) & (index.words[safe] == words).all(1)
+    return np.where(same, ids, -1)
