@@ -92,6 +92,10 @@ for _x in range(_MIN_EXP, 10):
     _TEMPLATES[_x - _MIN_EXP, : len(_cols)] = _cols
 
 
+_EXP_TENS = np.array([ord("0") + (-x) // 10 % 10 for x in range(_MIN_EXP, 10)], dtype=np.uint8)
+_EXP_ONES = np.array([ord("0") + (-x) % 10 for x in range(_MIN_EXP, 10)], dtype=np.uint8)
+
+
 def _ten_digits(digits: np.ndarray):
     """(k,) integers in [1e9, 1e10) -> (k, 10) ASCII digits and (k,) count of trailing zeros."""
     high, rest = np.divmod(digits, 10**8)
@@ -113,17 +117,19 @@ def _write_digits(out: np.ndarray, values: np.ndarray, digits: np.ndarray, exp: 
     full, trailing = _ten_digits(digits[rows])  # (k, 10), (k,)
     kept = 10 - trailing  # (k,) significant digits after stripping
     group = exp[rows] - _MIN_EXP  # (k,)
-    src = np.zeros((len(rows), _KEPT + 10), dtype=np.uint8)  # (k, 29)
-    src[:, [_ZERO, _DOT, _E, _ESIGN]] = np.frombuffer(b"0.e-", dtype=np.uint8)
-    src[:, _SIGN] = np.where(values[rows] < 0, ord("-"), 0)
-    src[:, _DOT_IF] = np.where(kept > _DOT_AFTER[group], ord("."), 0)
-    src[:, _ETENS] = ord("0") + (-exp[rows]) // 10 % 10
-    src[:, _EONES] = ord("0") + (-exp[rows]) % 10
-    src[:, _FULL:_KEPT] = full
-    src[:, _KEPT:] = np.where(np.arange(10) < kept[:, None], full, np.uint8(0))
-    for g in np.unique(group):
+    src = np.zeros((_KEPT + 10, len(rows)), dtype=np.uint8)  # (29, k): one source byte per row
+    src[[_ZERO, _DOT, _E, _ESIGN]] = np.frombuffer(b"0.e-", dtype=np.uint8)[:, None]
+    src[_SIGN] = np.where(values[rows] < 0, ord("-"), 0)
+    src[_DOT_IF] = np.where(kept > _DOT_AFTER[group], ord("."), 0)
+    src[_ETENS] = _EXP_TENS[group]  # only read for exponents -13 .. -5: "e-05" .. "e-13"
+    src[_EONES] = _EXP_ONES[group]
+    src[_FULL:_KEPT] = full.T
+    src[_KEPT:] = np.where(np.arange(10)[:, None] < kept, full.T, np.uint8(0))
+    text = np.zeros((G10_WIDTH, len(rows)), dtype=np.uint8)  # (18, k)
+    for g in np.flatnonzero(np.bincount(group)):  # a handful of exponents in practice
         sel = np.flatnonzero(group == g)
-        out[rows[sel]] = src[sel][:, _TEMPLATES[g]]
+        text[:, sel] = src[_TEMPLATES[g]][:, sel]
+    out[rows] = text.T
 
 
 def squeeze(matrix: np.ndarray, sep: bytes | None = None) -> bytes:

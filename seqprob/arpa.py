@@ -520,7 +520,7 @@ def _bar(total: int, desc: str, progress):
 # ---------------------------------------------------------------------------- writing
 
 
-def write_arpa(model, path) -> Path:
+def write_arpa(model, path, progress: bool | None = None) -> Path:
     """Write a normalized back-off model as an ARPA file, atomically (KenLM's layout).
 
     Parameters
@@ -532,6 +532,8 @@ def write_arpa(model, path) -> Path:
         back-off model) raise :class:`~seqprob.errors.InputError`.
     path : str or path-like
         Destination; written through a temporary file, so a failure leaves nothing behind.
+    progress : bool or None
+        Progress bar over the n-grams (None: only for over a million n-grams on a terminal).
 
     Returns
     -------
@@ -541,7 +543,11 @@ def write_arpa(model, path) -> Path:
     -----
     Each line is ``log10 P(w | h) <TAB> h w [<TAB> log10 gamma(h w)]``; the highest order has
     no back-off column; probability 0 is written as -99; ``<s>`` as 0 (KenLM's convention:
-    it is never predicted). Numbers carry 10 significant digits.
+    it is never predicted). Numbers carry 10 significant digits (``"%.10g"``).
+
+    Lines are assembled a chunk at a time as byte matrices (numbers formatted by
+    :func:`seqprob._arpa_fast.format_g10`, words gathered from a padded name matrix): no
+    Python work per n-gram.
 
     Examples
     --------
@@ -560,18 +566,19 @@ def write_arpa(model, path) -> Path:
     vocab = model.vocab
     names = _arpa_names(vocab)
     path = Path(path)
-    with atomic_write(path) as handle:
-        handle.write("\\data\\\n")
-        for m, size in enumerate(tables.sizes(), start=1):
-            handle.write(f"ngram {m}={size}\n")
-        texts: list = names
+    if any("\0" in name for name in names):
+        raise InputError("a token contains a NUL character, which an ARPA file cannot hold")
+    name_bytes = _fast.name_matrix(names)  # (V, longest name)
+    sizes = tables.sizes()
+    with atomic_write(path, "wb") as handle, _bar(sum(sizes), "writing ARPA", progress) as bar:
+        handle.write(b"\\data\\\n" + b"".join(b"ngram %d=%d\n" % (m, n) for m, n in enumerate(sizes, 1)))
         for m in range(1, tables.order + 1):
-            if m > 1:
-                texts = _extend_texts(texts, tables.keys[m - 1], tables.vocab_size, names)
-            handle.write(f"\n\\{m}-grams:\n")
-            handle.write(_section_text(tables, m, texts, vocab))
-        handle.write("\n\\end\\\n")
-    log.info("wrote %s: n-grams %s", path, tables.sizes())
+            handle.write(b"\n\\%d-grams:\n" % m)
+            for lines, chunk in _section_text(tables, m, name_bytes, vocab):
+                handle.write(chunk)
+                bar.update(lines)
+        handle.write(b"\n\\end\\\n")
+    log.info("wrote %s: n-grams %s", path, sizes)
     return path
 
 
@@ -594,20 +601,39 @@ def _arpa_names(vocab: Vocab) -> list:
     return names
 
 
-def _extend_texts(prev: list, keys: np.ndarray, V: int, names: list) -> list:
-    return [f"{prev[p]} {names[w]}" for p, w in zip((keys // V).tolist(), (keys % V).tolist())]
+def _ngram_words(tables: BackoffTables, m: int, lo: int, hi: int) -> np.ndarray:
+    """(hi - lo, m) word ids of the order-m n-grams in rows lo .. hi-1."""
+    V = tables.vocab_size
+    out = np.empty((hi - lo, m), dtype=np.int64)
+    rows = np.arange(lo, hi)
+    for j in range(m - 1, -1, -1):
+        key = np.asarray(tables.keys[j][rows])  # (c,) prefix_row * V + word
+        out[:, j], rows = key % V, key // V
+    return out
 
 
-def _fmt(values: np.ndarray) -> list:
-    log10 = np.asarray(values) / LN10
-    return ["-99" if v == -math.inf else f"{v:.10g}" for v in log10.tolist()]
+def _log10_text(values: np.ndarray) -> np.ndarray:
+    log10 = np.asarray(values, dtype=np.float64) / LN10
+    return _fast.format_g10(np.where(log10 == -math.inf, _ZERO, log10))  # (c, 18)
 
 
-def _section_text(tables: BackoffTables, m: int, texts: list, vocab: Vocab) -> str:
-    probs = _fmt(tables.logp[m - 1])
-    if m == 1:
-        probs[vocab.bos_id] = "0"
-    if m == tables.order:
-        return "".join(f"{p}\t{t}\n" for p, t in zip(probs, texts))
-    bows = _fmt(tables.logbow[m - 1])
-    return "".join(f"{p}\t{t}\t{b}\n" for p, t, b in zip(probs, texts, bows))
+def _section_text(tables: BackoffTables, m: int, names: np.ndarray, vocab: Vocab):
+    """(lines, bytes) of the order-m section, a few MB at a time."""
+    n, highest = len(tables.keys[m - 1]), m == tables.order
+    step = max(1, (1 << 22) // (2 * _fast.G10_WIDTH + m * (names.shape[1] + 1) + 2))
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        ids = _ngram_words(tables, m, lo, hi)  # (c, m)
+        probs = _log10_text(tables.logp[m - 1][lo:hi])  # (c, 18)
+        if m == 1 and lo <= vocab.bos_id < hi:
+            probs[vocab.bos_id - lo] = 0
+            probs[vocab.bos_id - lo, 0] = ord("0")
+        sep = [np.full((hi - lo, 1), c, dtype=np.uint8) for c in b"\t \n"]
+        cols = [probs, sep[0]]
+        for j in range(m):
+            cols += [names[ids[:, j]], sep[1] if j < m - 1 else sep[0]]
+        if highest:
+            cols[-1] = sep[2]
+        else:
+            cols += [_log10_text(tables.logbow[m - 1][lo:hi]), sep[2]]
+        yield hi - lo, _fast.squeeze(np.concatenate(cols, axis=1))
