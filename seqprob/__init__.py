@@ -6,6 +6,7 @@ sampling and plotting tools.
 """
 from . import analysis, errors, functional, ngram
 from .arpa import ArpaModel, read_arpa, write_arpa
+from .ngram.binary import build_binary, load_ngram
 from .defaults import default_model
 from .errors import SeqProbError
 from .gpt import GPT, GPTConfig
@@ -32,6 +33,7 @@ __all__ = [
     "load_tokenizer",
     # models
     "UniformModel", "JointTable", "lookup_table_size", "ngram", "ArpaModel", "read_arpa", "write_arpa",
+    "load_ngram", "build_binary",
     "GPT", "GPTConfig", "AdamW", "train", "default_model", "ProbabilisticGrammar", "toy_english",
     # using any model
     "score", "summarize", "joint_logprob", "perplexity", "evaluate", "sample", "generate",

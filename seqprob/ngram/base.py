@@ -76,6 +76,13 @@ class BackoffLanguageModel(BaseLanguageModel):
     def _score_stream(self, stream, seg):
         return self._tables().score_stream(stream, seg)
 
+    def save(self, path, hash: bool = True):
+        """Write the model as a memory-mapped binary file; :func:`seqprob.load_ngram` maps it
+        back in O(1). See :func:`seqprob.ngram.binary.save_ngram`."""
+        from .binary import save_ngram
+
+        return save_ngram(self, path, hash=hash)
+
 
 class NGramModel(BackoffLanguageModel):
     """Base of the n-gram estimators (scikit-learn style).
