@@ -45,6 +45,10 @@ def load_model(path: str | None):
         from ..arpa import read_arpa
 
         return read_arpa(p)
+    if p.suffix == ".sqlm":  # the memory-mapped n-gram binary (seqprob ngram build-binary)
+        from ..ngram.binary import load_ngram
+
+        return load_ngram(p)
     if p.suffix in (".json", ".toml"):
         from ..truth import ProbabilisticGrammar
 

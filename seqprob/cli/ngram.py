@@ -1,4 +1,5 @@
-"""``seqprob ngram fit``: estimate an n-gram model from a text corpus and write an ARPA file."""
+"""``seqprob ngram fit`` (estimate an n-gram model from a text corpus and write an ARPA file) and
+``seqprob ngram build-binary`` (ARPA -> memory-mapped binary)."""
 from __future__ import annotations
 
 import logging
@@ -39,6 +40,17 @@ def register(sub) -> None:
     f.add_argument("--no-discount-fallback", action="store_true",
                    help="mkn/kn/abs: fail instead of using fallback discounts on tiny data")
     f.set_defaults(func=run_fit)
+    b = actions.add_parser(
+        "build-binary", help="convert an ARPA file to the memory-mapped binary format (.sqlm)",
+        description="Read an ARPA file and write it in seqprob's binary n-gram format: sorted keys, "
+                    "log-probabilities, back-off weights and a hash index per order, memory-mapped "
+                    "on load (O(1); processes share the pages). Written atomically. Any command "
+                    "that takes a model (score, ppl, sample) accepts the .sqlm file.")
+    b.add_argument("arpa", metavar="ARPA", help="ARPA file to read (.gz is decompressed)")
+    b.add_argument("output", metavar="OUT", help="binary file to write (.sqlm)")
+    b.add_argument("--no-hash", action="store_true",
+                   help="leave out the hash index (smaller file; queries build it in memory)")
+    b.set_defaults(func=run_build_binary)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
@@ -64,6 +76,17 @@ def build_model(args):
     model = cls(**kwargs)
     model._check_params()
     return model
+
+
+def run_build_binary(args) -> int:
+    """ARPA -> .sqlm, atomically."""
+    from ..ngram.binary import build_binary
+
+    start = time.perf_counter()
+    path = build_binary(args.arpa, args.output, hash=not args.no_hash)
+    print(f"wrote {path}: {path.stat().st_size} bytes in {time.perf_counter() - start:.2f} s",
+          file=sys.stderr)
+    return 0
 
 
 def run_fit(args) -> int:
