@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["LanguageModel", "State"]
+__all__ = ["LanguageModel", "State", "CorpusScorer"]
 
 
 @runtime_checkable
@@ -52,3 +52,16 @@ class LanguageModel(Protocol):
 
     def step(self, state: State, token_id: int) -> State:
         """A new state with ``token_id`` appended (``state`` itself is unchanged)."""
+
+
+@runtime_checkable
+class CorpusScorer(Protocol):
+    """Optional: a model that scores a whole corpus as running sums (the n-gram models).
+
+    ``corpus_sums(lines, eos)`` takes stripped lines (an iterator, read once) and returns the
+    sums :func:`seqprob.evaluate` needs (see ``seqprob.ngram._stream.SUM_FIELDS``), or None,
+    before reading anything, when it cannot (then ``evaluate`` scores line by line).
+    """
+
+    def corpus_sums(self, lines, eos: bool = True):
+        """dict of running sums over ``lines``, or None."""
