@@ -25,10 +25,11 @@ def run(args) -> int:
     from .._io import read_lines
     from ..scoring import evaluate, score, summarize
 
-    lines = list(read_lines(args.test))
     model = load_model(args.model)
     tok = load_tokenizer_arg(args.tokenizer, model)
+    lines = args.test  # evaluate streams a file (n-gram models: a few MB at a time)
     if args.per_sentence:
+        lines = list(read_lines(args.test))
         kept = [t for t in lines if t]
         per = summarize(score({"model": model}, kept, tokenizer=tok, distribution=False))
         per = per.rename(columns={"seq": "sentence", "n_tokens": "tokens", "n_oov": "oovs"})
