@@ -14,7 +14,7 @@ Layout (all little-endian; every section starts on a 64-byte boundary)::
                   weights, orders 1 .. N-1), slots.m (int32 open-addressing hash of keys.m,
                   orders >= 2: row of the key or -1), vocab.offsets (int64) + vocab.utf8.
 
-Loading maps the file (``np.memmap``) and checks the magic, the version, the header CRC and
+Loading maps the file (``mmap``, read-only, shared) and checks the magic, the version, the header CRC and
 that every section lies inside the file: nothing proportional to the model is read, so it is
 O(1) in the n-grams (the vocabulary, V strings, is decoded). ``verify=True`` also checks the
 CRC-32 of every section (reads the whole file).
@@ -22,6 +22,8 @@ CRC-32 of every section (reads the whole file).
 from __future__ import annotations
 
 import json
+import mmap
+import os
 import struct
 import zlib
 from pathlib import Path
@@ -234,13 +236,18 @@ def load_ngram(path, verify: bool = False):
 
 
 def _map(path: str) -> np.ndarray:
+    """The file as a read-only uint8 array over a shared memory map (plain ndarray views: no
+    ``np.memmap`` subclass overhead on every fancy index)."""
     try:
-        if Path(path).stat().st_size < _PREFIX.size:
-            raise FileFormatError(f"{path!r} is not a seqprob n-gram binary: {Path(path).stat().st_size} "
-                                  f"bytes, shorter than the {_PREFIX.size}-byte prefix", path=path)
-        return np.memmap(path, dtype=np.uint8, mode="r")
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size < _PREFIX.size:
+                raise FileFormatError(f"{path!r} is not a seqprob n-gram binary: {size} bytes, "
+                                      f"shorter than the {_PREFIX.size}-byte prefix", path=path)
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as exc:
         raise SeqProbFileError(f"cannot read {path!r}: {exc.strerror or exc}", path=path) from exc
+    return np.frombuffer(mapped, dtype=np.uint8)
 
 
 def _read_header(data: np.ndarray, path: str) -> dict:
