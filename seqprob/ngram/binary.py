@@ -73,18 +73,21 @@ class SlotHash:
         return h.astype(np.int64)
 
     def lookup(self, queries: np.ndarray) -> np.ndarray:
-        """Row of each query key, or -1."""
+        """Row of each query key, or -1 (home slot for all; probing only for collisions)."""
         queries = np.asarray(queries, dtype=np.int64)
-        out = np.full(len(queries), -1, dtype=np.int64)
-        pending = np.arange(len(queries), dtype=np.int64)
-        slot = self._hash(queries)
-        while len(pending):
-            row = self.slots[slot].astype(np.int64)  # (n,)
+        slot = self._hash(queries)  # (n,)
+        out = self.slots[slot].astype(np.int64)  # (n,) row at the home slot, or -1
+        pending = np.flatnonzero((out >= 0) & (self.keys[np.maximum(out, 0)] != queries))
+        out[pending] = -1
+        slot = slot[pending]
+        while len(pending):  # a collision: walk on from the home slot
+            slot = (slot + 1) & self.mask
+            row = self.slots[slot].astype(np.int64)
             filled = row >= 0
             hit = filled & (self.keys[np.maximum(row, 0)] == queries[pending])
             out[pending[hit]] = row[hit]
             go_on = filled & ~hit
-            pending, slot = pending[go_on], (slot[go_on] + 1) & self.mask
+            pending, slot = pending[go_on], slot[go_on]
         return out
 
 
