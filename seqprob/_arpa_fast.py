@@ -35,7 +35,7 @@ def format_g10(values: np.ndarray) -> np.ndarray:
     Examples
     --------
     >>> squeeze(format_g10(np.array([-0.30103, 0.0, -1.5e-07, 1234567890123.0])), b" ")
-    b'-0.30103 0 -1.5e-07 1.234567890e+12 '
+    b'-0.30103 0 -1.5e-07 1.23456789e+12 '
     """
     values = np.asarray(values, dtype=np.float64)
     out = np.zeros((len(values), G10_WIDTH), dtype=np.uint8)

@@ -133,3 +133,14 @@ def test_word_ids_match_bytes_exactly():
     text = b"\nabcdefghi ab a abcdefgh abcdefgX abcdefghij \xc3\xa9 b\n"
     buf, starts, ends, *_ = fast.tokenize(text)
     assert fast.word_ids(index, buf, starts, ends).tolist() == [6, 4, 3, 5, -1, -1, 7, -1]
+
+
+def test_docstring_examples_of_the_io_modules():
+    import doctest
+
+    from seqprob.ngram import _stream, binary
+
+    for module in (fast, arpa, binary, _stream):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0, module.__name__
+        assert result.attempted > 0 or module is _stream
