@@ -9,7 +9,8 @@ Layout (all little-endian; every section starts on a 64-byte boundary)::
     20  uint32    0 (reserved)
     24  H bytes   header: UTF-8 JSON (order, vocab size, special tokens, tokenizer kind, and the
                   index of sections: name, dtype, shape, offset, byte length, CRC-32)
-    ... sections: keys.m (int64 sorted prefix-linked keys ``prefix_row * V + word``),
+    ... sections: keys.m (int64 sorted prefix-linked keys ``prefix_row * V + word``, then a
+                  sentinel -1),
                   logp.m (float64 natural-log probabilities), logbow.m (float64 back-off
                   weights, orders 1 .. N-1), slots.m (int32 open-addressing hash of keys.m,
                   orders >= 2: row of the key or -1), vocab.offsets (int64) + vocab.utf8.
@@ -49,7 +50,8 @@ class SlotHash:
     """Open-addressing hash (linear probing) over sorted keys, stored as rows only.
 
     ``slots[h]`` is the row of the key at slot h or -1; the key itself is read from the
-    sorted key array, so the table costs 4 bytes per slot (2 to 4 slots per key).
+    sorted key array, which ends with a sentinel -1 (``keys[-1]``, never a query: keys are
+    >= 0), so an empty slot needs no test of its own. 4 bytes per slot, 2 to 4 slots per key.
 
     Examples
     --------
@@ -59,36 +61,41 @@ class SlotHash:
     [2, -1, 0]
     """
 
-    def __init__(self, bits: int, slots: np.ndarray, keys: np.ndarray):
-        self.bits, self.slots, self.keys = int(bits), slots, keys
+    def __init__(self, bits: int, slots: np.ndarray, keys_with_sentinel: np.ndarray):
+        self.bits, self.slots, self.keys = int(bits), slots, keys_with_sentinel
         self.mask = (1 << self.bits) - 1
+        self.shift = np.uint64(64 - self.bits)
 
     @classmethod
     def build(cls, keys: np.ndarray) -> "SlotHash":
         full = KeyHash(keys)  # (S, 2) key, row
-        return cls(full.bits, full.table[:, 1].astype(np.int32), keys)
-
-    def _hash(self, keys: np.ndarray) -> np.ndarray:
-        h = (keys.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - self.bits)
-        return h.astype(np.int64)
+        return cls(full.bits, full.table[:, 1].astype(np.int32), with_sentinel(keys))
 
     def lookup(self, queries: np.ndarray) -> np.ndarray:
         """Row of each query key, or -1 (home slot for all; probing only for collisions)."""
-        queries = np.asarray(queries, dtype=np.int64)
-        slot = self._hash(queries)  # (n,)
-        out = self.slots[slot].astype(np.int64)  # (n,) row at the home slot, or -1
-        pending = np.flatnonzero((out >= 0) & (self.keys[np.maximum(out, 0)] != queries))
-        out[pending] = -1
+        queries = np.ascontiguousarray(queries, dtype=np.int64)
+        slot = ((queries.view(np.uint64) * _GOLDEN) >> self.shift).view(np.int64)  # (n,)
+        row = self.slots[slot].astype(np.intp)  # (n,) row at the home slot, or -1
+        hit = self.keys[row] == queries  # -1 reads the sentinel: a miss
+        out = np.where(hit, row, -1)
+        pending = np.flatnonzero(~hit & (row >= 0))
         slot = slot[pending]
         while len(pending):  # a collision: walk on from the home slot
             slot = (slot + 1) & self.mask
-            row = self.slots[slot].astype(np.int64)
-            filled = row >= 0
-            hit = filled & (self.keys[np.maximum(row, 0)] == queries[pending])
+            row = self.slots[slot].astype(np.intp)
+            hit = self.keys[row] == queries[pending]
             out[pending[hit]] = row[hit]
-            go_on = filled & ~hit
+            go_on = ~hit & (row >= 0)
             pending, slot = pending[go_on], slot[go_on]
         return out
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # the multiplier of seqprob.counts.KeyHash
+
+
+def with_sentinel(keys: np.ndarray) -> np.ndarray:
+    """``keys`` followed by -1."""
+    return np.concatenate([np.asarray(keys, dtype=np.int64), [-1]])
 
 
 # ---------------------------------------------------------------------------- writing
@@ -149,12 +156,12 @@ def _section_arrays(tables: BackoffTables, vocab: Vocab, hash: bool) -> dict:
     offsets[1:] = np.cumsum([len(e) for e in encoded])
     arrays = {"vocab.offsets": offsets, "vocab.utf8": np.frombuffer(b"".join(encoded), dtype=np.uint8)}
     for m in range(1, tables.order + 1):
-        arrays[f"keys.{m}"] = np.ascontiguousarray(tables.keys[m - 1], dtype="<i8")
+        arrays[f"keys.{m}"] = with_sentinel(tables.keys[m - 1]).astype("<i8")  # (n_m + 1,)
         arrays[f"logp.{m}"] = np.ascontiguousarray(tables.logp[m - 1], dtype="<f8")
         if m < tables.order:
             arrays[f"logbow.{m}"] = np.ascontiguousarray(tables.logbow[m - 1], dtype="<f8")
         if hash and m > 1:
-            arrays[f"slots.{m}"] = SlotHash.build(arrays[f"keys.{m}"]).slots.astype("<i4")
+            arrays[f"slots.{m}"] = SlotHash.build(tables.keys[m - 1]).slots.astype("<i4")
     return arrays
 
 
@@ -226,7 +233,7 @@ def load_ngram(path, verify: bool = False):
     meta = _read_header(data, path)
     arrays = {s["name"]: _section(data, s, path, verify) for s in meta["sections"]}
     N, V = int(meta["order"]), int(meta["vocab_size"])
-    tables = BackoffTables(V, [arrays[f"keys.{m}"] for m in range(1, N + 1)],
+    tables = BackoffTables(V, [arrays[f"keys.{m}"][:-1] for m in range(1, N + 1)],
                            [arrays[f"logp.{m}"] for m in range(1, N + 1)],
                            [arrays[f"logbow.{m}"] for m in range(1, N)], float(meta["unlisted_logbow"]))
     for m, bits in meta["hash_bits"].items():
