@@ -24,7 +24,7 @@ import numpy as np
 
 __all__ = ["format_g10", "squeeze", "name_matrix", "parse_numbers", "word_ids", "tokenize"]
 
-G10_WIDTH = 18  # sign + "0.000" + 10 digits + slack; exponent form: sign d . 9 digits e-ddd
+G10_WIDTH = 18  # sign + 16 bytes of fixed-form text; exponent form: sign d . 9 digits e-dd
 _POW10 = 10.0 ** np.arange(23)  # exact in float64
 _DIGITS = np.frombuffer(b"0123456789", dtype=np.uint8)
 
@@ -52,7 +52,9 @@ def format_g10(values: np.ndarray) -> np.ndarray:
     digits = np.where(ok, np.floor(scaled + 0.5), 0).astype(np.int64)  # (n,) ten digits
     zero = mag == 0
     _write_zeros(out, values, zero)
-    _write_digits(out, values, digits, exp, ok)
+    fixed = ok & (exp >= -4)
+    _write_fixed(out, values, digits, exp, fixed)
+    _write_digits(out, values, digits, exp, ok & ~fixed)
     for i in np.flatnonzero(~ok & ~zero):  # ties, huge/tiny, inf, nan: Python decides
         text = f"{values[i]:.10g}".encode()
         out[i, : len(text)] = np.frombuffer(text, dtype=np.uint8)
@@ -108,9 +110,55 @@ def _ten_digits(digits: np.ndarray):
     return chars, tz
 
 
+_U64 = np.uint64
+_BYTE_MASK = np.array([(1 << (8 * k)) - 1 for k in range(17)], dtype=object)  # first k of 16 bytes
+_LOW_LO = np.array([int(m) & (2**64 - 1) for m in _BYTE_MASK], dtype=np.uint64)  # (17,)
+_LOW_HI = np.array([int(m) >> 64 for m in _BYTE_MASK], dtype=np.uint64)
+_DOT_LO = np.array([(ord(".") << (8 * p)) & (2**64 - 1) if p < 8 else 0 for p in range(17)], dtype=np.uint64)
+_DOT_HI = np.array([ord(".") << (8 * (p - 8)) if 8 <= p < 16 else 0 for p in range(17)], dtype=np.uint64)
+_ZEROS_WORD = np.array([int.from_bytes((b"0." + b"0" * (n - 2))[:n] if n >= 2 else b"", "little")
+                        for n in range(8)], dtype=np.uint64)  # "0.", "0.0", ... as words
+
+
+def _write_fixed(out: np.ndarray, values: np.ndarray, digits: np.ndarray, exp: np.ndarray,
+                 fixed: np.ndarray) -> None:
+    """Fixed form (-4 <= exp <= 9), built as 16-byte text in two uint64 words per value:
+    the 10 digits, trailing zeros masked off (never the integer part), then either a "0.0.."
+    prefix shifted in (exp < 0) or a dot inserted after the integer part (128-bit shifts)."""
+    rows = np.flatnonzero(fixed)
+    if not len(rows):
+        return
+    high, rest = np.divmod(digits[rows], 10**8)
+    mid, low = np.divmod(rest, 10**4)
+    q_high, q_mid, q_low = (_QUAD32[q].astype(_U64) for q in (high, mid, low))
+    lo = (q_high >> _U64(16)) | (q_mid << _U64(16)) | (q_low << _U64(48))  # (k,) digits 0..7
+    hi = q_low >> _U64(16)  # (k,) digits 8, 9
+    tz = np.where(low == 0, np.where(rest == 0, 8 + (high % 10 == 0), 4 + _QUAD_TRAILING[mid]),
+                  _QUAD_TRAILING[low])
+    x = exp[rows]
+    kept = np.maximum(10 - tz, x + 1)  # (k,) digits written: the integer part always
+    lo, hi = lo & _LOW_LO[kept], hi & _LOW_HI[kept]
+    point = np.clip(x + 1, 0, 16)  # (k,) bytes before the dot (x >= 0)
+    dotted = (x >= 0) & (kept > point)
+    head_lo, head_hi = lo & _LOW_LO[point], hi & _LOW_HI[point]
+    tail_lo, tail_hi = lo ^ head_lo, hi ^ head_hi
+    d_lo = head_lo | (tail_lo << _U64(8)) | _DOT_LO[point]
+    d_hi = head_hi | (tail_hi << _U64(8)) | (tail_lo >> _U64(56)) | _DOT_HI[point]
+    lead = np.clip(1 - x, 2, 5).astype(_U64)  # (k,) "0." .. "0.000" for x = -1 .. -4
+    z_lo = (lo << (lead * _U64(8))) | _ZEROS_WORD[lead.astype(np.intp)]
+    z_hi = (hi << (lead * _U64(8))) | (lo >> (_U64(64) - lead * _U64(8)))
+    text = np.empty((len(rows), 2), dtype=_U64)  # (k, 2): 16 bytes of text
+    text[:, 0] = np.where(x < 0, z_lo, np.where(dotted, d_lo, lo))
+    text[:, 1] = np.where(x < 0, z_hi, np.where(dotted, d_hi, hi))
+    line = np.zeros((len(rows), G10_WIDTH), dtype=np.uint8)
+    line[:, 0] = np.where(values[rows] < 0, ord("-"), 0)
+    line[:, 1:17] = text.view(np.uint8)
+    out[rows] = line
+
+
 def _write_digits(out: np.ndarray, values: np.ndarray, digits: np.ndarray, exp: np.ndarray,
                   ok: np.ndarray) -> None:
-    """Lay out the 10 significant digits in fixed (-4 <= exp < 10) or exponent form."""
+    """Lay out the 10 significant digits by template (the exponent form: exp < -4)."""
     rows = np.flatnonzero(ok)
     if not len(rows):
         return
