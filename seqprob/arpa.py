@@ -486,9 +486,10 @@ def _tab_columns(section, buf, starts, ends, first, has_bow, m):
     if b"\r" in section or len(np.flatnonzero(buf == 9)) != len(first) + has_bow.sum():
         return None
     last = ends[first + m + has_bow]  # (n,) end of each line's last field
+    last = last[last < len(buf)]  # (the file's last line may lack its newline)
     bow_at = starts[first[has_bow] + m + 1]
     if not ((buf[starts[first] - 1] == 10).all() and (buf[ends[first]] == 9).all()
-            and (buf[bow_at - 1] == 9).all() and (buf[np.minimum(last, len(buf) - 1)] == 10)[last < len(buf)].all()):
+            and (buf[bow_at - 1] == 9).all() and (buf[last] == 10).all()):
         return None
     import csv
     import io

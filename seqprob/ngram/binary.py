@@ -131,7 +131,7 @@ def save_ngram(model, path, hash: bool = True) -> Path:
     >>> from seqprob.ngram import WittenBell
     >>> m = WittenBell(order=2).fit(["a b", "b a"])
     >>> p = save_ngram(m, os.path.join(tempfile.mkdtemp(), "m.sqlm"))
-    >>> load_ngram(p).token_logprobs([1, 3, 4, 2]).round(4).tolist() == m.token_logprobs([1, 3, 4, 2]).round(4).tolist()
+    >>> bool((load_ngram(p).token_logprobs([1, 3, 4, 2]) == m.token_logprobs([1, 3, 4, 2])).all())
     True
     """
     if not hasattr(model, "_tables"):
