@@ -53,6 +53,13 @@ def test_arpa_to_binary_to_arpa_is_byte_identical(tmp_path):
     assert load_model(str(tmp_path / "m.sqlm")).order == 3
 
 
+def test_cli_fit_writes_the_binary_for_a_sqlm_name(tmp_path):
+    corpus = tmp_path / "train.txt"
+    corpus.write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
+    assert main(["ngram", "fit", str(corpus), "-o", str(tmp_path / "m.sqlm"), "--smoothing", "wb"]) == 0
+    assert load_ngram(tmp_path / "m.sqlm", verify=True).order == 3
+
+
 def test_slot_hash_finds_every_key_and_nothing_else():
     keys = np.unique(np.random.default_rng(0).integers(0, 10**12, 5000))
     h = SlotHash.build(keys)

@@ -27,7 +27,8 @@ def register(sub) -> None:
                     "distribution and add-k of order > 1 is not a back-off model: neither has an "
                     "ARPA form, so they are refused before any file is written.")
     f.add_argument("corpus", metavar="CORPUS", help="training text ('-' for stdin)")
-    f.add_argument("-o", "--output", required=True, help="ARPA file to write (written atomically)")
+    f.add_argument("-o", "--output", required=True,
+                   help="ARPA file to write (written atomically); a .sqlm name writes the binary format")
     f.add_argument("--order", type=int, default=3, help="n-gram order N, 1..10 (default 3)")
     f.add_argument("--smoothing", choices=SMOOTHINGS, default="mkn",
                    help="mkn (modified Kneser-Ney, default), kn, wb (Witten-Bell), abs (absolute "
@@ -98,7 +99,10 @@ def run_fit(args) -> int:
     start = time.perf_counter()
     model.fit(read_lines(args.corpus))  # warnings (discount fallback) print as one line: see cli.main
     fitted = time.perf_counter() - start
-    write_arpa(model, args.output)
+    if str(args.output).endswith(".sqlm"):  # the memory-mapped binary instead of ARPA text
+        model.save(args.output)
+    else:
+        write_arpa(model, args.output)
     sizes = " ".join(f"{m}:{n}" for m, n in enumerate(model.tables_.sizes(), start=1))
     print(f"wrote {args.output}: {type(model).__name__}(order={args.order}) from "
           f"{model.counts_.n_sentences} sentences, {model.counts_.n_tokens} tokens; "
