@@ -144,3 +144,31 @@ def test_docstring_examples_of_the_io_modules():
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.failed == 0, module.__name__
         assert result.attempted > 0 or module is _stream
+
+
+def _outcome(read, path):
+    try:
+        return read(path)
+    except Exception as exc:  # noqa: BLE001 - the type and message are what is compared
+        return (type(exc), str(exc))
+
+
+@given(edits=st.lists(st.tuples(st.integers(0, len(GOOD)), st.integers(0, 3),
+                                st.sampled_from(["", "0", "-", ".", "e", "1", " ", "\t", "\n", "\r\n",
+                                                 "a", "b", "\\", "\x0b", "é", "inf", "nan", "9"])),
+                      min_size=1, max_size=4))
+@settings(max_examples=150, deadline=None)
+def test_damaged_files_get_the_line_readers_verdict(tmp_path_factory, edits):
+    text = GOOD
+    for at, cut, insert in edits:
+        text = text[:at] + insert + text[at + cut:]
+    path = tmp_path_factory.mktemp("fz") / "f.arpa"
+    path.write_text(text, encoding="utf-8", newline="")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fast_result = _outcome(arpa.read_arpa, path)
+        slow_result = _outcome(lambda p: arpa._read_lines(p.read_bytes(), str(p)), path)
+    if isinstance(slow_result, tuple) or isinstance(fast_result, tuple):
+        assert fast_result == slow_result
+    else:
+        _same_model(fast_result, slow_result)
