@@ -4,11 +4,13 @@ The ARPA writer and reader of :mod:`seqprob.arpa` spend their time on millions o
 fields. Here each field kind is handled as one array operation over a byte matrix:
 
 - :func:`format_g10` turns floats into the exact bytes of C's ``"%.10g"`` (Python's
-  ``f"{v:.10g}"``); the rare values whose 10th digit sits within 1e-5 of a rounding tie are
-  formatted by Python so the output stays byte-identical.
-- :func:`parse_numbers` parses decimal fields exactly (Clinger's fast path: an integer
-  mantissa below 2**53 times an exact power of ten <= 1e22 is one correctly rounded
-  operation); anything else is handed back to the caller (``None``).
+  ``f"{v:.10g}"``): |v| * 10**(9 - exponent) is one correctly rounded product (powers of ten
+  up to 1e22 are exact), rounded to 10 digits whose text is built in two uint64 words; the
+  rare values within 1e-5 of a rounding tie (and inf, nan, huge or tiny ones) are formatted
+  by Python, so the output stays byte-identical.
+- :func:`parse_numbers` parses plain decimal fields with C ``strtod`` (``np.fromstring``),
+  correctly rounded like Python's ``float``; anything else (``inf``, ``nan``, ``1_0``, hex)
+  is handed back to the caller (``None``).
 - :func:`word_ids` maps word fields to vocabulary ids through a 64-bit hash of their bytes,
   every match checked byte for byte.
 
@@ -22,7 +24,8 @@ import warnings
 import numpy as np
 
 
-__all__ = ["format_g10", "squeeze", "name_matrix", "parse_numbers", "word_ids", "tokenize"]
+__all__ = ["format_g10", "squeeze", "name_matrix", "parse_numbers", "word_ids", "tokenize",
+           "VocabIndex"]
 
 G10_WIDTH = 18  # sign + 16 bytes of fixed-form text; exponent form: sign d . 9 digits e-dd
 _POW10 = 10.0 ** np.arange(23)  # exact in float64
