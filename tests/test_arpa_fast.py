@@ -172,3 +172,15 @@ def test_damaged_files_get_the_line_readers_verdict(tmp_path_factory, edits):
         assert fast_result == slow_result
     else:
         _same_model(fast_result, slow_result)
+
+
+def test_a_token_with_a_nul_character_is_refused(tmp_path):
+    from seqprob.errors import InputError
+    from seqprob.tokenizers import WhitespaceTokenizer
+    from seqprob.vocab import Vocab
+
+    tok = WhitespaceTokenizer(Vocab(["<unk>", "<s>", "</s>", "a\0b", "c"]))
+    model = WittenBell(order=2).fit(["a\0b c"], tokenizer=tok)
+    with pytest.raises(InputError, match="NUL"):
+        arpa.write_arpa(model, tmp_path / "m.arpa")
+    assert list(tmp_path.iterdir()) == []
