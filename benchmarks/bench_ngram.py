@@ -7,6 +7,9 @@ the long-tailed n-gram statistics of real text and needs no download.
 
 Run (NLTK lives in the torch venv):
     PYTHONPATH=. /work/torchenv/bin/python benchmarks/bench_ngram.py [--tokens 1000000] [--nltk-tokens 20000]
+ARPA write/read, binary load, bytes per n-gram and query throughput against KenLM (lmplz,
+build_binary, the kenlm module), each side alone in its own process (benchmarks/bench_ngram_io.py):
+    PYTHONPATH=. python benchmarks/bench_ngram.py --io [--tokens 1000000] [--runs 7] [--pairs 3]
 
 Targets (issue 3): 3-gram MKN fit on ~830k tokens <= KenLM lmplz -o 3 -S 1G (~0.5 s, 2 cores,
 quoted: KenLM is not installable here); 5-gram MKN fit < 3 s; scoring 1M tokens with the
@@ -20,8 +23,6 @@ import time
 import tracemalloc
 
 import numpy as np
-
-from seqprob.ngram import ModifiedKneserNey
 
 KENLM_LMPLZ_3GRAM_S = 0.55  # field notes: lmplz -o 3 -S 1G on 830k tokens, 2-core machine
 KENLM_QUERY_TOKENS_PER_S = 85_000 / 0.012
@@ -74,6 +75,8 @@ def encode(model, lines: list) -> list:
 
 
 def bench_seqprob(lines: list, test: list) -> dict:
+    from seqprob.ngram import ModifiedKneserNey
+
     sub = lines[: int(len(lines) * 0.83)]
     res = {"words_3gram": n_words(sub), "words_5gram": n_words(lines)}
     ModifiedKneserNey(order=2).fit(lines[:1000])  # warm-up (imports)
@@ -112,6 +115,8 @@ def bench_nltk(lines: list, test: list) -> dict | None:
 
 
 def bench_seqprob_small(lines: list, test: list) -> dict:
+    from seqprob.ngram import ModifiedKneserNey
+
     fit_s, m = best_of(lambda: ModifiedKneserNey(order=3).fit(lines))
     seqs = encode(m, test)
     score_s, _ = best_of(lambda: m.token_logprobs_many(seqs))
@@ -119,6 +124,13 @@ def bench_seqprob_small(lines: list, test: list) -> dict:
 
 
 def main() -> None:
+    import sys
+
+    if "--io" in sys.argv[1:] or "--child" in sys.argv[1:]:
+        from bench_ngram_io import main as io_main  # ARPA/binary/query rows against KenLM
+
+        io_main(sys.argv[1:])
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tokens", type=int, default=1_000_000)
     ap.add_argument("--nltk-tokens", type=int, default=20_000, help="NLTK training subset")

@@ -6,6 +6,7 @@ sampling and plotting tools.
 """
 from . import analysis, errors, functional, ngram, registry
 from .arpa import ArpaModel, read_arpa, write_arpa
+from .ngram.binary import build_binary, load_ngram
 from .errors import SeqProbError
 from .gpt import GPT, GPTConfig
 from .ngram import Mixture
@@ -38,6 +39,7 @@ __all__ = [
     "HFTokenizer", "load_tokenizer",
     # models
     "UniformModel", "JointTable", "Mixture", "lookup_table_size", "ngram", "ArpaModel", "read_arpa", "write_arpa",
+    "load_ngram", "build_binary",
     "GPT", "GPTConfig", "AdamW", "train", "default_model", "ProbabilisticGrammar", "toy_english",
     "load_model",
     # using any model

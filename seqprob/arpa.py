@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import _arpa_fast as _fast
 from ._io import atomic_write
 from .counts import MAX_ORDER, lookup_keys
 from .errors import ArpaFormatError, InputError, SeqProbFileError
@@ -77,12 +78,15 @@ class ArpaModel(BackoffLanguageModel):
 # ---------------------------------------------------------------------------- reading
 
 
-def read_arpa(path) -> ArpaModel:
+def read_arpa(path, progress: bool | None = None) -> ArpaModel:
     """Read an ARPA file (``.gz`` is decompressed) into an :class:`ArpaModel`.
 
     Parameters
     ----------
     path : str or path-like
+    progress : bool or None
+        Progress bar over the n-grams (None: only for files of over a million n-grams on an
+        interactive terminal).
 
     Returns
     -------
@@ -93,6 +97,13 @@ def read_arpa(path) -> ArpaModel:
     ArpaFormatError
         Malformed content; ``err.line`` is the 1-based line number.
 
+    Notes
+    -----
+    Sections are parsed a whole column at a time (numbers by C ``strtod``, words by a hash of
+    their bytes checked byte for byte; :mod:`seqprob._arpa_fast`); a file with anything
+    unusual (another kind of whitespace, ``inf``, a malformed line...) is read line by line
+    instead, which gives the same model or names the offending line.
+
     Examples
     --------
     >>> import tempfile, os
@@ -101,15 +112,23 @@ def read_arpa(path) -> ArpaModel:
     >>> read_arpa(p).order
     1
     """
-    lines = _read_text_lines(str(path))
-    declared, sections, end_line = _parse_structure(lines, str(path))
-    model = _build(lines, declared, sections, str(path))
-    log.info("read %s: order %d, n-grams %s (end at line %d)", path, model.order,
-             model.tables_.sizes(), end_line)
+    path = str(path)
+    data = _read_bytes(path)
+    model = _read_fast(data, path, progress)
+    if model is None:  # something the column parser does not handle: the line-by-line reader
+        model = _read_lines(data, path)  # decides, and names the line of any error
+    log.info("read %s: order %d, n-grams %s", path, model.order, model.tables_.sizes())
     return model
 
 
-def _read_text_lines(path: str) -> list:
+def _read_lines(data: bytes, path: str) -> ArpaModel:
+    """The line-by-line reader: slower, but it names the line of any error."""
+    lines = _decode_lines(data, path)
+    declared, sections, _ = _parse_structure(lines, path)
+    return _build(lines, declared, sections, path)
+
+
+def _read_bytes(path: str) -> bytes:
     try:
         opener = gzip.open if path.endswith(".gz") else open
         with opener(path, "rb") as handle:
@@ -117,7 +136,10 @@ def _read_text_lines(path: str) -> list:
     except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a corrupt .gz
         raise SeqProbFileError(f"cannot read ARPA file {path!r}: {getattr(exc, 'strerror', None) or exc}",
                                path=path) from exc
-    data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark some editors write
+    return data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark some editors write
+
+
+def _decode_lines(data: bytes, path: str) -> list:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -256,29 +278,37 @@ def _build(lines: list, declared: dict, sections: dict, path: str) -> ArpaModel:
 
 def _section_keys(words: list, linenos: list, m: int, vocab: Vocab, keys: list, path: str):
     """Prefix-linked sorted keys of one section and the permutation that sorts its entries."""
-    V, index = len(vocab), vocab._index
+    index = vocab._index
     ids = np.array([[index.get(w, -1) for w in ws] for ws in words], dtype=np.int64).reshape(-1, m)
     bad = np.flatnonzero((ids < 0).any(axis=1))
     if len(bad):
         i = int(bad[0])
         word = next(w for w in words[i] if w not in index)
         raise _err(path, linenos[i], f"word {word!r} of this {m}-gram is not a unigram of the file")
+    k, perm, missing, dup = _link_keys(ids, len(vocab), keys)
+    if missing is not None:
+        raise _err(path, linenos[missing], f"the context {' '.join(words[missing][:-1])!r} of this "
+                   f"{m}-gram is not listed among the {m - 1}-grams")
+    if dup is not None:
+        raise _err(path, linenos[dup], f"{m}-gram {' '.join(words[dup])!r} is listed twice")
+    return k, perm
+
+
+def _link_keys(ids: np.ndarray, V: int, keys: list):
+    """(n, m) word ids -> (sorted keys, sorting permutation, first entry whose context is not
+    listed or None, first duplicate entry or None)."""
+    m = ids.shape[1]
     rows = ids[:, 0]
     for j in range(1, m - 1):
         rows = np.where(rows >= 0, lookup_keys(keys[j], rows * V + ids[:, j]), -1)
     missing = np.flatnonzero(rows < 0)
     if len(missing):
-        i = int(missing[0])
-        raise _err(path, linenos[i], f"the context {' '.join(words[i][:-1])!r} of this {m}-gram is "
-                   f"not listed among the {m - 1}-grams")
-    k = rows * V + ids[:, -1]
+        return None, None, int(missing[0]), None
+    k = rows * V + ids[:, -1]  # (n,)
     perm = np.argsort(k, kind="stable")
     k = k[perm]
     dup = np.flatnonzero(k[1:] == k[:-1])
-    if len(dup):
-        i = int(perm[dup[0] + 1])
-        raise _err(path, linenos[i], f"{m}-gram {' '.join(words[i])!r} is listed twice")
-    return k, perm
+    return k, perm, None, (int(perm[dup[0] + 1]) if len(dup) else None)
 
 
 def _unigram_vocab(words: list, probs: np.ndarray, bows: np.ndarray, linenos: list, path: str):
@@ -310,10 +340,188 @@ def _unigram_vocab(words: list, probs: np.ndarray, bows: np.ndarray, linenos: li
     return vocab, logp, _to_nats(logbow)
 
 
+# ---------------------------------------------------------------------------- column reader
+
+# Whitespace that str.split() knows besides " \t\r\n" (and NUL): such files take the line reader.
+_ODD_ASCII = [bytes([c]) for c in (0, 11, 12, 28, 29, 30, 31)]
+_ODD_UNICODE = [c.encode() for c in "\x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000"] + \
+               [chr(c).encode() for c in range(0x2000, 0x200B)]
+
+
+class _Unusual(Exception):
+    """The column reader met something that only the line reader handles or reports."""
+
+
+def _read_fast(data: bytes, path: str, progress) -> ArpaModel | None:
+    """The model of a well-formed file, parsed column by column; None for anything else."""
+    odd = _ODD_ASCII
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        odd = odd + _ODD_UNICODE
+    if any(c in data for c in odd):
+        return None
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model = _columns_model(data, path, progress)
+    except _Unusual:
+        return None
+    for w in caught:  # only now: a fallback would warn again
+        warnings.warn(w.message, w.category, stacklevel=3)
+    return model
+
+
+def _columns_model(data: bytes, path: str, progress) -> ArpaModel:
+    declared, sections = _split_sections(data)
+    N = len(declared)
+    with _bar(sum(declared.values()), "reading ARPA", progress) as bar:
+        sec, buf, s, e, probs, bows = _section_columns(sections[1], 1, N == 1, declared[1])
+        names = [sec[a:b].decode() for a, b in zip(s[:, 0].tolist(), e[:, 0].tolist())]
+        if len(set(names)) != len(names):
+            raise _Unusual
+        vocab, logp1, logbow1 = _unigram_vocab([[n] for n in names], probs, bows, [0] * len(names), path)
+        bar.update(len(names))
+        V, index = len(vocab), _fast.VocabIndex(list(vocab.tokens))
+        keys, logp, logbow = [np.arange(V, dtype=np.int64)], [logp1], [logbow1]
+        for m in range(2, N + 1):
+            sec, buf, s, e, probs, bows = _section_columns(sections[m], m, m == N, declared[m])
+            ids = _fast.word_ids(index, buf, s.ravel(), e.ravel())
+            if ids is None or (ids < 0).any():
+                raise _Unusual
+            k, perm, missing, dup = _link_keys(ids.reshape(-1, m), V, keys)
+            if missing is not None or dup is not None:
+                raise _Unusual
+            keys.append(k)
+            logp.append(_to_nats(probs)[perm])
+            logbow.append(_to_nats(bows)[perm])
+            bar.update(len(k))
+    return ArpaModel(BackoffTables(V, keys, logp, logbow[: N - 1]), vocab, path)
+
+
+def _split_sections(data: bytes):
+    """({order: declared count}, {order: section bytes}) of a file the column reader takes."""
+    headers = _header_lines(data)
+    start = next((h for h in headers if h[2] == b"\\data\\"), None)
+    current = next(headers, None)
+    if start is None or current is None:
+        raise _Unusual
+    declared = _declared_counts(data[start[1]: current[0]])
+    sections: dict = {}
+    while current is not None:
+        text, m = current[2], len(sections) + 1
+        if text == b"\\end\\":
+            if len(sections) != len(declared):
+                raise _Unusual
+            return declared, sections
+        following = next(headers, None)
+        if following is None or text != b"\\%d-grams:" % m or m not in declared:
+            raise _Unusual
+        sections[m] = data[current[1]: following[0]]
+        current = following
+    raise _Unusual
+
+
+def _header_lines(data: bytes):
+    """(start, end, stripped text) of each line whose first non-blank byte is a backslash."""
+    pos = data.find(b"\\")
+    while pos != -1:
+        begin = data.rfind(b"\n", 0, pos) + 1
+        if data[begin:pos].strip(b" \t\r"):
+            pos = data.find(b"\\", pos + 1)
+            continue
+        end = data.find(b"\n", pos)
+        end = len(data) if end == -1 else end
+        yield begin, end, data[begin:end].strip(b" \t\r")
+        pos = data.find(b"\\", end)
+
+
+def _declared_counts(block: bytes) -> dict:
+    declared: dict = {}
+    for line in block.split(b"\n"):
+        parts = line.split()
+        if not parts:
+            continue
+        order, _, count = parts[1].partition(b"=") if len(parts) == 2 else (b"", b"", b"")
+        if parts[0] != b"ngram" or not (order.isdigit() and count.isdigit()) or int(order) in declared:
+            raise _Unusual
+        declared[int(order)] = int(count)
+    if sorted(declared) != list(range(1, len(declared) + 1)) or not 1 <= len(declared) <= MAX_ORDER:
+        raise _Unusual
+    return declared
+
+
+def _section_columns(section: bytes, m: int, highest: bool, count: int):
+    """(bytes, buffer, (n, m) word starts, (n, m) word ends, log10 probs, log10 back-offs)."""
+    buf, starts, ends, first, fields = _fast.tokenize(section)
+    if len(first) != count or not ((fields == m + 1) | (fields == m + 2)).all():
+        raise _Unusual
+    has_bow = fields == m + 2  # (n,)
+    numbers = _tab_columns(section, buf, starts, ends, first, has_bow, m)
+    if numbers is None:
+        numbers = _number_fields(buf, starts, ends, first, has_bow, m)
+    probs, bows = numbers
+    if np.isnan(probs).any() or np.isnan(bows).any() or (probs > 0).any() or (bows == np.inf).any() \
+            or (highest and (bows != 0).any()):
+        raise _Unusual
+    word = first[:, None] + 1 + np.arange(m)  # (n, m) field index of each word
+    return section, buf, starts[word], ends[word], probs, bows
+
+
+def _number_fields(buf, starts, ends, first, has_bow, m):
+    """(log10 probs, log10 back-offs) of a section's lines, parsed field by field."""
+    number = np.sort(np.concatenate([first, first[has_bow] + m + 1]))  # fields in file order
+    values = _fast.parse_numbers(buf, starts[number], ends[number])
+    if values is None:
+        raise _Unusual
+    at = np.arange(len(first)) + np.cumsum(has_bow) - has_bow  # (n,) index of each prob
+    return values[at], np.where(has_bow, values[np.minimum(at + 1, len(values) - 1)], 0.0)
+
+
+def _tab_columns(section, buf, starts, ends, first, has_bow, m):
+    """(log10 probs, log10 back-offs) by pandas' C parser when every line is exactly
+    ``p<TAB>w1 .. wm[<TAB>b]`` (KenLM's and SRILM's layout); None otherwise."""
+    if b"\r" in section or len(np.flatnonzero(buf == 9)) != len(first) + has_bow.sum():
+        return None
+    last = ends[first + m + has_bow]  # (n,) end of each line's last field
+    last = last[last < len(buf)]  # (the file's last line may lack its newline)
+    bow_at = starts[first[has_bow] + m + 1]
+    if not ((buf[starts[first] - 1] == 10).all() and (buf[ends[first]] == 9).all()
+            and (buf[bow_at - 1] == 9).all() and (buf[last] == 10).all()):
+        return None
+    import csv
+    import io
+
+    import pandas as pd
+
+    try:
+        cols = [0, 2] if has_bow.any() else [0]
+        frame = pd.read_csv(io.BytesIO(section), sep="\t", header=None, names=range(cols[-1] + 1),
+                            usecols=cols, dtype=np.float64, quoting=csv.QUOTE_NONE, na_filter=False,
+                            engine="c")
+    except (ValueError, pd.errors.ParserError):
+        return None
+    if len(frame) != len(first):
+        return None
+    bows = np.where(has_bow, frame[2].to_numpy(), 0.0) if len(cols) > 1 else np.zeros(len(frame))
+    return frame[0].to_numpy(), bows
+
+
+def _bar(total: int, desc: str, progress):
+    """A tqdm bar over n-grams (``progress=None``: files of over a million, on a terminal)."""
+    from tqdm.auto import tqdm
+
+    show = progress if progress is not None else (None if total > 1_000_000 else False)
+    return tqdm(total=total, desc=desc, unit=" n-grams", unit_scale=True, leave=False,
+                disable=(not show) if show is not None else None)
+
+
 # ---------------------------------------------------------------------------- writing
 
 
-def write_arpa(model, path) -> Path:
+def write_arpa(model, path, progress: bool | None = None) -> Path:
     """Write a normalized back-off model as an ARPA file, atomically (KenLM's layout).
 
     Parameters
@@ -325,6 +533,8 @@ def write_arpa(model, path) -> Path:
         back-off model) raise :class:`~seqprob.errors.InputError`.
     path : str or path-like
         Destination; written through a temporary file, so a failure leaves nothing behind.
+    progress : bool or None
+        Progress bar over the n-grams (None: only for over a million n-grams on a terminal).
 
     Returns
     -------
@@ -334,7 +544,11 @@ def write_arpa(model, path) -> Path:
     -----
     Each line is ``log10 P(w | h) <TAB> h w [<TAB> log10 gamma(h w)]``; the highest order has
     no back-off column; probability 0 is written as -99; ``<s>`` as 0 (KenLM's convention:
-    it is never predicted). Numbers carry 10 significant digits.
+    it is never predicted). Numbers carry 10 significant digits (``"%.10g"``).
+
+    Lines are assembled a chunk at a time as byte matrices (numbers formatted by
+    :func:`seqprob._arpa_fast.format_g10`, words gathered from a padded name matrix): no
+    Python work per n-gram.
 
     Examples
     --------
@@ -353,18 +567,19 @@ def write_arpa(model, path) -> Path:
     vocab = model.vocab
     names = _arpa_names(vocab)
     path = Path(path)
-    with atomic_write(path) as handle:
-        handle.write("\\data\\\n")
-        for m, size in enumerate(tables.sizes(), start=1):
-            handle.write(f"ngram {m}={size}\n")
-        texts: list = names
+    if any("\0" in name for name in names):
+        raise InputError("a token contains a NUL character, which an ARPA file cannot hold")
+    name_bytes = _fast.name_matrix(names)  # (V, longest name)
+    sizes = tables.sizes()
+    with atomic_write(path, "wb") as handle, _bar(sum(sizes), "writing ARPA", progress) as bar:
+        handle.write(b"\\data\\\n" + b"".join(b"ngram %d=%d\n" % (m, n) for m, n in enumerate(sizes, 1)))
         for m in range(1, tables.order + 1):
-            if m > 1:
-                texts = _extend_texts(texts, tables.keys[m - 1], tables.vocab_size, names)
-            handle.write(f"\n\\{m}-grams:\n")
-            handle.write(_section_text(tables, m, texts, vocab))
-        handle.write("\n\\end\\\n")
-    log.info("wrote %s: n-grams %s", path, tables.sizes())
+            handle.write(b"\n\\%d-grams:\n" % m)
+            for lines, chunk in _section_text(tables, m, name_bytes, vocab):
+                handle.write(chunk)
+                bar.update(lines)
+        handle.write(b"\n\\end\\\n")
+    log.info("wrote %s: n-grams %s", path, sizes)
     return path
 
 
@@ -387,23 +602,42 @@ def _arpa_names(vocab: Vocab) -> list:
     return names
 
 
-def _extend_texts(prev: list, keys: np.ndarray, V: int, names: list) -> list:
-    return [f"{prev[p]} {names[w]}" for p, w in zip((keys // V).tolist(), (keys % V).tolist())]
+def _ngram_words(tables: BackoffTables, m: int, lo: int, hi: int) -> np.ndarray:
+    """(hi - lo, m) word ids of the order-m n-grams in rows lo .. hi-1."""
+    V = tables.vocab_size
+    out = np.empty((hi - lo, m), dtype=np.int64)
+    rows = np.arange(lo, hi)
+    for j in range(m - 1, -1, -1):
+        key = np.asarray(tables.keys[j][rows])  # (c,) prefix_row * V + word
+        out[:, j], rows = key % V, key // V
+    return out
 
 
-def _fmt(values: np.ndarray) -> list:
-    log10 = np.asarray(values) / LN10
-    return ["-99" if v == -math.inf else f"{v:.10g}" for v in log10.tolist()]
+def _log10_text(values: np.ndarray) -> np.ndarray:
+    log10 = np.asarray(values, dtype=np.float64) / LN10
+    return _fast.format_g10(np.where(log10 == -math.inf, _ZERO, log10))  # (c, 18)
 
 
-def _section_text(tables: BackoffTables, m: int, texts: list, vocab: Vocab) -> str:
-    probs = _fmt(tables.logp[m - 1])
-    if m == 1:
-        probs[vocab.bos_id] = "0"
-    if m == tables.order:
-        return "".join(f"{p}\t{t}\n" for p, t in zip(probs, texts))
-    bows = _fmt(tables.logbow[m - 1])
-    return "".join(f"{p}\t{t}\t{b}\n" for p, t, b in zip(probs, texts, bows))
+def _section_text(tables: BackoffTables, m: int, names: np.ndarray, vocab: Vocab):
+    """(lines, bytes) of the order-m section, a few MB at a time."""
+    n, highest = len(tables.keys[m - 1]), m == tables.order
+    step = max(1, (1 << 22) // (2 * _fast.G10_WIDTH + m * (names.shape[1] + 1) + 2))
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        ids = _ngram_words(tables, m, lo, hi)  # (c, m)
+        probs = _log10_text(tables.logp[m - 1][lo:hi])  # (c, 18)
+        if m == 1 and lo <= vocab.bos_id < hi:
+            probs[vocab.bos_id - lo] = 0
+            probs[vocab.bos_id - lo, 0] = ord("0")
+        sep = [np.full((hi - lo, 1), c, dtype=np.uint8) for c in b"\t \n"]
+        cols = [probs, sep[0]]
+        for j in range(m):
+            cols += [names[ids[:, j]], sep[1] if j < m - 1 else sep[0]]
+        if highest:
+            cols[-1] = sep[2]
+        else:
+            cols += [_log10_text(tables.logbow[m - 1][lo:hi]), sep[2]]
+        yield hi - lo, _fast.squeeze(np.concatenate(cols, axis=1))
 
 
 # ------------------------------------------------ this family joins the model registry

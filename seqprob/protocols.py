@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["LanguageModel", "State", "Trainable", "Inspectable", "model_tokenizer", "is_normalized"]
+__all__ = ["LanguageModel", "State", "Trainable", "Inspectable", "CorpusScorer", "model_tokenizer",
+           "is_normalized"]
 
 
 @runtime_checkable
@@ -136,3 +137,16 @@ def is_normalized(model) -> bool:
     (False, True)
     """
     return bool(getattr(model, "normalized", True))
+
+
+@runtime_checkable
+class CorpusScorer(Protocol):
+    """Optional: a model that scores a whole corpus as running sums (the n-gram models).
+
+    ``corpus_sums(lines, eos)`` takes stripped lines (an iterator, read once) and returns the
+    sums :func:`seqprob.evaluate` needs (see ``seqprob.ngram._stream.SUM_FIELDS``), or None,
+    before reading anything, when it cannot (then ``evaluate`` scores line by line).
+    """
+
+    def corpus_sums(self, lines, eos: bool = True):
+        """dict of running sums over ``lines``, or None."""

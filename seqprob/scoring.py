@@ -18,7 +18,7 @@ import numpy as np
 from ._io import read_lines
 from .errors import InputError, SeqProbFileError
 from .functional import LN2, LN10, entropy as _entropy
-from .protocols import is_normalized, model_tokenizer
+from .protocols import CorpusScorer, is_normalized, model_tokenizer
 from .tokenizers.base import iter_texts
 from .vocab import Vocab, check_ids
 
@@ -493,13 +493,16 @@ def evaluate(model, lines, tokenizer=None, bos: bool = True, eos: bool = True,
     >>> ev.n_tokens, round(ev.perplexity, 6)
     (5, 4.0)
     """
+    if (isinstance(model, CorpusScorer) and bos and stride is None
+            and tokenizer in (None, model_tokenizer(model))):
+        sums = model.corpus_sums(_stream_lines(lines), eos)  # n-gram models: streamed, vectorized
+        if sums is not None:
+            return _evaluation(model, sums, eos)
     texts = _corpus_lines(lines)
     kept = [t for t in texts if t]
     if not kept:
         raise InputError("nothing to evaluate: the corpus has no non-empty lines")
-    if not is_normalized(model):
-        warnings.warn(f"{type(model).__name__} scores are not a normalized distribution: its "
-                      "perplexity is not comparable with a real model's", UserWarning, stacklevel=2)
+    _warn_unnormalized(model)
     encoded = [encode_for_model(model, t, tokenizer, bos, eos) for t in kept]
     results = _score_windowed(model, encoded, False, stride, bos_per_window)
     return _figures(encoded, results, eos, len(texts) - len(kept))
@@ -515,31 +518,59 @@ def _corpus_lines(lines) -> list:
     return [line.strip() for line in iter_texts(lines, "lines")]
 
 
+def _stream_lines(lines):
+    """The stripped lines of a corpus (path, ``'-'`` or iterable of str), read lazily."""
+    if isinstance(lines, (str, os.PathLike)):
+        if str(lines) != "-" and not os.path.exists(lines):
+            raise SeqProbFileError(f"cannot read corpus {str(lines)!r}: no such file (to score the "
+                                   "text itself, pass a list of lines)", path=str(lines))
+        return read_lines(lines)
+    return (line.strip() for line in iter_texts(lines, "lines"))
+
+
+def _warn_unnormalized(model) -> None:
+    if not is_normalized(model):
+        warnings.warn(f"{type(model).__name__} scores are not a normalized distribution: its "
+                      "perplexity is not comparable with a real model's", UserWarning, stacklevel=3)
+
+
 def _figures(encoded: list, results: list, eos: bool, skipped: int) -> Evaluation:
     lp = np.concatenate([r["logprob"] for r in results])
     oov = np.concatenate([e.oov for e in encoded])
     zero = np.isneginf(lp) & ~oov
-    n_sent, n_tok = len(encoded), len(lp)
-    n_words = n_tok - (n_sent if eos else 0)
-    n_oov, n_zero = int(oov.sum()), int(zero.sum())
-    total = float(lp.sum())
-    kept = lp[~oov & ~zero]
-    L10 = float(kept.sum()) / LN10
-    chars = sum(len(e.text) for e in encoded)
-    nbytes = sum(len(e.text.encode("utf-8")) for e in encoded)
     zeros = tuple((i, int(p) + 1, e.tokens[p]) for i, e in enumerate(encoded)
                   for p in np.flatnonzero(np.isneginf(results[i]["logprob"]) & ~e.oov))[:20]
+    sums = {"n_sentences": len(encoded), "n_tokens": len(lp), "n_oov": int(oov.sum()),
+            "n_zeros": int(zero.sum()), "logprob": float(lp.sum()),
+            "logprob_excl_oov": float(lp[~oov].sum()), "logprob_kept": float(lp[~oov & ~zero].sum()),
+            "n_chars": sum(len(e.text) for e in encoded),
+            "n_bytes": sum(len(e.text.encode("utf-8")) for e in encoded),
+            "n_skipped_empty": skipped, "zeros": zeros}
+    return _evaluation(None, sums, eos)
+
+
+def _evaluation(model, sums: dict, eos: bool) -> Evaluation:
+    """The corpus figures from running sums (``model``: warn if it is not normalized)."""
+    n_sent, n_tok, n_oov, n_zero = (sums[k] for k in ("n_sentences", "n_tokens", "n_oov", "n_zeros"))
+    if not n_sent:
+        raise InputError("nothing to evaluate: the corpus has no non-empty lines")
+    if model is not None:
+        _warn_unnormalized(model)
+    n_words = n_tok - (n_sent if eos else 0)
+    total, zeros = sums["logprob"], tuple(sums["zeros"])
+    L10 = sums["logprob_kept"] / LN10
     if n_zero:
         log.info("%d token(s) have probability 0 (first: %s): perplexity is inf", n_zero, zeros[:3])
     return Evaluation(
         n_sentences=n_sent, n_words=n_words, n_oov=n_oov, n_zeros=n_zero, n_tokens=n_tok,
         logprob=total, log10prob=total / LN10,
         perplexity=_ratio_ppl(total, n_tok),
-        perplexity_excl_oov=_ratio_ppl(float(lp[~oov].sum()), n_tok - n_oov),
+        perplexity_excl_oov=_ratio_ppl(sums["logprob_excl_oov"], n_tok - n_oov),
         ppl=_ratio_ppl(L10, n_words - n_oov - n_zero + (n_sent if eos else 0), base=10),
         ppl1=_ratio_ppl(L10, n_words - n_oov - n_zero, base=10),
-        bits_per_token=-total / LN2 / n_tok, bits_per_char=-total / LN2 / max(chars, 1),
-        bits_per_byte=-total / LN2 / max(nbytes, 1), n_skipped_empty=skipped, zero_prob_tokens=zeros)
+        bits_per_token=-total / LN2 / n_tok, bits_per_char=-total / LN2 / max(sums["n_chars"], 1),
+        bits_per_byte=-total / LN2 / max(sums["n_bytes"], 1), n_skipped_empty=sums["n_skipped_empty"],
+        zero_prob_tokens=zeros)
 
 
 def perplexity(model, lines, tokenizer=None, bos: bool = True, eos: bool = True,

@@ -37,13 +37,13 @@ def _arpa(model, path) -> bytes:
 
 
 def _cli_main():
-    """The ``seqprob`` console entry point (seqprob.cli, or seqprob.app.cli once it moved)."""
+    """The ``seqprob`` console entry point (seqprob.app.cli, or seqprob.app.cli once it moved)."""
     import importlib
 
     try:
         return importlib.import_module("seqprob.app.cli").main
     except ModuleNotFoundError:
-        return importlib.import_module("seqprob.cli").main
+        return importlib.import_module("seqprob.app.cli").main
 
 
 def _tiny_budget(order: int) -> int:

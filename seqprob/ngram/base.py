@@ -79,6 +79,22 @@ class BackoffLanguageModel(BaseLanguageModel):
     def _score_stream(self, stream, seg):
         return self._tables().score_stream(stream, seg)
 
+    def corpus_sums(self, lines, eos: bool = True):
+        """Running sums for :func:`seqprob.evaluate` over stripped ``lines``, scored a few MB at a
+        time (None when the tokenizer is not the model's own whitespace one). See
+        :func:`seqprob.ngram._stream.corpus_sums`."""
+        from ._stream import corpus_sums
+
+        self._check_fitted()
+        return corpus_sums(self, lines, eos)
+
+    def save(self, path, hash: bool = True):
+        """Write the model as a memory-mapped binary file; :func:`seqprob.load_ngram` maps it
+        back in O(1). See :func:`seqprob.ngram.binary.save_ngram`."""
+        from .binary import save_ngram
+
+        return save_ngram(self, path, hash=hash)
+
 
 class NGramModel(BackoffLanguageModel):
     """Base of the n-gram estimators (scikit-learn style).

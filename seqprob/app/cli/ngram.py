@@ -1,4 +1,5 @@
-"""``seqprob ngram fit``: estimate an n-gram model from a text corpus and write an ARPA file."""
+"""``seqprob ngram fit`` (estimate an n-gram model from a text corpus and write an ARPA file) and
+``seqprob ngram build-binary`` (ARPA -> memory-mapped binary)."""
 from __future__ import annotations
 
 import logging
@@ -26,7 +27,8 @@ def register(sub) -> None:
                     "distribution and add-k of order > 1 is not a back-off model: neither has an "
                     "ARPA form, so they are refused before any file is written.")
     f.add_argument("corpus", metavar="CORPUS", help="training text ('-' for stdin)")
-    f.add_argument("-o", "--output", required=True, help="ARPA file to write (written atomically)")
+    f.add_argument("-o", "--output", required=True,
+                   help="ARPA file to write (written atomically); a .sqlm name writes the binary format")
     f.add_argument("--order", type=int, default=3, help="n-gram order N, 1..10 (default 3)")
     f.add_argument("--smoothing", choices=SMOOTHINGS, default="mkn",
                    help="mkn (modified Kneser-Ney, default), kn, wb (Witten-Bell), abs (absolute "
@@ -48,6 +50,17 @@ def register(sub) -> None:
     f.add_argument("-T", "--temp-dir", metavar="DIR",
                    help="folder for the spill files of -S (default: the system temp folder)")
     f.set_defaults(func=run_fit)
+    b = actions.add_parser(
+        "build-binary", help="convert an ARPA file to the memory-mapped binary format (.sqlm)",
+        description="Read an ARPA file and write it in seqprob's binary n-gram format: sorted keys, "
+                    "log-probabilities, back-off weights and a hash index per order, memory-mapped "
+                    "on load (O(1); processes share the pages). Written atomically. Any command "
+                    "that takes a model (score, ppl, sample) accepts the .sqlm file.")
+    b.add_argument("arpa", metavar="ARPA", help="ARPA file to read (.gz is decompressed)")
+    b.add_argument("output", metavar="OUT", help="binary file to write (.sqlm)")
+    b.add_argument("--no-hash", action="store_true",
+                   help="leave out the hash index (smaller file; queries build it in memory)")
+    b.set_defaults(func=run_build_binary)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
@@ -80,6 +93,17 @@ def build_model(args):
     return model
 
 
+def run_build_binary(args) -> int:
+    """ARPA -> .sqlm, atomically."""
+    from ...ngram.binary import build_binary
+
+    start = time.perf_counter()
+    path = build_binary(args.arpa, args.output, hash=not args.no_hash)
+    print(f"wrote {path}: {path.stat().st_size} bytes in {time.perf_counter() - start:.2f} s",
+          file=sys.stderr)
+    return 0
+
+
 def run_fit(args) -> int:
     """Fit, then write the ARPA file atomically; warnings (discount fallback) go to stderr."""
     from ..._io import read_lines
@@ -91,13 +115,16 @@ def run_fit(args) -> int:
     if temp_dir is not None and memory is None:
         raise InputError("-T/--temp-dir only applies with a memory budget -S (e.g. -S 1G)")
     # warnings (discount fallback) print as one line: see cli.main
-    if memory is not None and args.smoothing == "mkn" and getattr(model, "prune", None) is None:
+    streamed = not str(args.output).endswith(".sqlm") and getattr(model, "prune", None) is None
+    if memory is not None and args.smoothing == "mkn" and streamed:
         from seqprob.ngram._stream_mkn import fit_mkn_arpa  # text -> ARPA, never the model
 
         info = fit_mkn_arpa(model, read_lines(args.corpus), args.output, memory, temp_dir)
         return _report(args, model, info["sizes"], info["n_sentences"], info["n_tokens"], start)
     model.fit(read_lines(args.corpus), memory=memory, temp_dir=temp_dir)
-    if memory is None:
+    if str(args.output).endswith(".sqlm"):  # the memory-mapped binary instead of ARPA text
+        model.save(args.output)
+    elif memory is None:
         write_arpa(model, args.output)
     else:
         from seqprob.ngram._arpa_stream import write_arpa_stream

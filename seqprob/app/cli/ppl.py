@@ -33,9 +33,11 @@ def run(args) -> int:
     from ..._io import read_lines
     from ...scoring import evaluate, score, summarize
 
-    lines = list(read_lines(args.test))
     model = load_model(args.model)
     tok = load_tokenizer_arg(args.tokenizer, model)
+    # evaluate streams a path (n-gram models: a few MB at a time); the per-sentence table and
+    # the bootstrap need the lines themselves
+    lines = list(read_lines(args.test)) if (args.per_sentence or args.ci) else args.test
     ev = evaluate(model, lines, tokenizer=tok, stride=args.stride, bos_per_window=args.bos_per_window)
     warn_unknown(ev.n_oov, ev.n_tokens, model, default=args.model is None)
     rows = [("sentences", ev.n_sentences), ("words", ev.n_words), ("OOVs", ev.n_oov),

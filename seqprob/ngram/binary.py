@@ -1,0 +1,313 @@
+"""A memory-mapped binary n-gram format (``.sqlm``): O(1) loading, pages shared by processes.
+
+Layout (all little-endian; every section starts on a 64-byte boundary)::
+
+    0   8 bytes   magic b"SQLMNGRM"
+    8   uint32    format version (1)
+    12  uint32    header length H
+    16  uint32    CRC-32 of the header bytes
+    20  uint32    0 (reserved)
+    24  H bytes   header: UTF-8 JSON (order, vocab size, special tokens, tokenizer kind, and the
+                  index of sections: name, dtype, shape, offset, byte length, CRC-32)
+    ... sections: keys.m (int64 sorted prefix-linked keys ``prefix_row * V + word``, then a
+                  sentinel -1),
+                  logp.m (float64 natural-log probabilities), logbow.m (float64 back-off
+                  weights, orders 1 .. N-1), slots.m (int32 open-addressing hash of keys.m,
+                  orders >= 2: row of the key or -1), vocab.offsets (int64) + vocab.utf8.
+
+Loading maps the file (``mmap``, read-only, shared) and checks the magic, the version, the header CRC and
+that every section lies inside the file: nothing proportional to the model is read, so it is
+O(1) in the n-grams (the vocabulary, V strings, is decoded). ``verify=True`` also checks the
+CRC-32 of every section (reads the whole file).
+"""
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from .._io import atomic_write
+from ..counts import KeyHash
+from ..errors import FileFormatError, InputError, SeqProbFileError
+from ..tokenizers import WhitespaceTokenizer
+from ..vocab import Vocab
+from .tables import BackoffTables
+
+__all__ = ["save_ngram", "load_ngram", "build_binary", "MAGIC", "VERSION"]
+
+MAGIC = b"SQLMNGRM"
+VERSION = 1
+_PREFIX = struct.Struct("<8sIII4x")  # magic, version, header length, header CRC-32
+_ALIGN = 64
+
+
+class SlotHash:
+    """Open-addressing hash (linear probing) over sorted keys, stored as rows only.
+
+    ``slots[h]`` is the row of the key at slot h or -1; the key itself is read from the
+    sorted key array, which ends with a sentinel -1 (``keys[-1]``, never a query: keys are
+    >= 0), so an empty slot needs no test of its own. 4 bytes per slot, 2 to 4 slots per key.
+
+    Examples
+    --------
+    >>> keys = np.array([3, 10, 42])
+    >>> h = SlotHash.build(keys)
+    >>> h.lookup(np.array([42, 5, 3])).tolist()
+    [2, -1, 0]
+    """
+
+    def __init__(self, bits: int, slots: np.ndarray, keys_with_sentinel: np.ndarray):
+        self.bits, self.slots, self.keys = int(bits), slots, keys_with_sentinel
+        self.mask = (1 << self.bits) - 1
+        self.shift = np.uint64(64 - self.bits)
+
+    @classmethod
+    def build(cls, keys: np.ndarray) -> "SlotHash":
+        full = KeyHash(keys)  # (S, 2) key, row
+        return cls(full.bits, full.table[:, 1].astype(np.int32), with_sentinel(keys))
+
+    def lookup(self, queries: np.ndarray) -> np.ndarray:
+        """Row of each query key, or -1 (home slot for all; probing only for collisions)."""
+        queries = np.ascontiguousarray(queries, dtype=np.int64)
+        slot = ((queries.view(np.uint64) * _GOLDEN) >> self.shift).view(np.int64)  # (n,)
+        row = self.slots[slot].astype(np.intp)  # (n,) row at the home slot, or -1
+        hit = self.keys[row] == queries  # -1 reads the sentinel: a miss
+        out = np.where(hit, row, -1)
+        pending = np.flatnonzero(~hit & (row >= 0))
+        slot = slot[pending]
+        while len(pending):  # a collision: walk on from the home slot
+            slot = (slot + 1) & self.mask
+            row = self.slots[slot].astype(np.intp)
+            hit = self.keys[row] == queries[pending]
+            out[pending[hit]] = row[hit]
+            go_on = ~hit & (row >= 0)
+            pending, slot = pending[go_on], slot[go_on]
+        return out
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # the multiplier of seqprob.counts.KeyHash
+
+
+def with_sentinel(keys: np.ndarray) -> np.ndarray:
+    """``keys`` followed by -1."""
+    return np.concatenate([np.asarray(keys, dtype=np.int64), [-1]])
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+def save_ngram(model, path, hash: bool = True) -> Path:
+    """Write a back-off n-gram model as a memory-mappable ``.sqlm`` file, atomically.
+
+    Parameters
+    ----------
+    model : a fitted seqprob n-gram model or ArpaModel
+        Anything with back-off tables (every estimator; ``StupidBackoff`` keeps its unlisted
+        back-off weight).
+    path : str or path-like
+    hash : bool
+        Also store a hash index per order (4 bytes per slot, 2-4 slots per n-gram) so queries
+        on the loaded model need no index build; without it the first query builds one in
+        memory.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Notes
+    -----
+    Sizes: 8 (key) + 8 (log prob) + 8 (back-off, not on the highest order) bytes per n-gram,
+    plus 8-16 with ``hash=True``. Probabilities are kept in float64, so a model saved, loaded
+    and written as ARPA gives the same bytes as the original.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from seqprob.ngram import WittenBell
+    >>> m = WittenBell(order=2).fit(["a b", "b a"])
+    >>> p = save_ngram(m, os.path.join(tempfile.mkdtemp(), "m.sqlm"))
+    >>> bool((load_ngram(p).token_logprobs([1, 3, 4, 2]) == m.token_logprobs([1, 3, 4, 2])).all())
+    True
+    """
+    if not hasattr(model, "_tables"):
+        raise InputError(f"save_ngram needs a seqprob n-gram model, got {type(model).__name__}")
+    tables, vocab = model._tables(), model.vocab
+    arrays = _section_arrays(tables, vocab, hash)
+    header, blobs = _layout(tables, vocab, arrays, getattr(model, "tokenizer", None))
+    path = Path(path)
+    with atomic_write(path, "wb") as handle:
+        handle.write(_PREFIX.pack(MAGIC, VERSION, len(header), zlib.crc32(header)) + header)
+        position = _PREFIX.size + len(header)
+        for offset, blob in blobs:
+            handle.write(b"\0" * (offset - position))
+            handle.write(blob)
+            position = offset + len(blob)
+    return path
+
+
+def _section_arrays(tables: BackoffTables, vocab: Vocab, hash: bool) -> dict:
+    encoded = [t.encode("utf-8") for t in vocab.tokens]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(e) for e in encoded])
+    arrays = {"vocab.offsets": offsets, "vocab.utf8": np.frombuffer(b"".join(encoded), dtype=np.uint8)}
+    for m in range(1, tables.order + 1):
+        arrays[f"keys.{m}"] = with_sentinel(tables.keys[m - 1]).astype("<i8")  # (n_m + 1,)
+        arrays[f"logp.{m}"] = np.ascontiguousarray(tables.logp[m - 1], dtype="<f8")
+        if m < tables.order:
+            arrays[f"logbow.{m}"] = np.ascontiguousarray(tables.logbow[m - 1], dtype="<f8")
+        if hash and m > 1:
+            arrays[f"slots.{m}"] = SlotHash.build(tables.keys[m - 1]).slots.astype("<i4")
+    return arrays
+
+
+def _layout(tables: BackoffTables, vocab: Vocab, arrays: dict, tokenizer):
+    """(header bytes, [(offset, bytes)]): section offsets depend on the header length, so the
+    header is laid out twice (offsets are aligned, the second pass is final)."""
+    sections = [{"name": n, "dtype": a.dtype.str, "shape": list(a.shape), "nbytes": int(a.nbytes),
+                 "crc32": zlib.crc32(memoryview(np.ascontiguousarray(a)).cast("B"))}
+                for n, a in arrays.items()]
+    meta = {"format": "seqprob-ngram", "order": tables.order, "vocab_size": tables.vocab_size,
+            "unlisted_logbow": tables.unlisted_logbow, "bos": vocab.bos, "eos": vocab.eos,
+            "unk": vocab.unk, "tokenizer": "whitespace" if isinstance(tokenizer, WhitespaceTokenizer) else None,
+            "hash_bits": {n[6:]: int(a.shape[0]).bit_length() - 1 for n, a in arrays.items()
+                          if n.startswith("slots.")},
+            "sections": sections}
+    header = b""
+    for _ in range(2):
+        position = _align(_PREFIX.size + len(header) + 64)  # slack: offsets grow the header a little
+        for s in sections:
+            s["offset"], position = position, _align(position + s["nbytes"])
+        header = json.dumps(meta, separators=(",", ":")).encode()
+    if sections and sections[0]["offset"] < _PREFIX.size + len(header):
+        raise AssertionError("header overlaps the first section")  # pragma: no cover
+    blobs = [(s["offset"], memoryview(np.ascontiguousarray(arrays[s["name"]])).cast("B")) for s in sections]
+    return header, blobs
+
+
+def _align(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def load_ngram(path, verify: bool = False):
+    """Memory-map a ``.sqlm`` file written by :func:`save_ngram` (O(1): nothing is read).
+
+    Parameters
+    ----------
+    path : str or path-like
+    verify : bool
+        Also check the CRC-32 of every section (reads the whole file once).
+
+    Returns
+    -------
+    ArpaModel
+        Scores exactly like the saved model; its arrays are read-only views of the file.
+
+    Raises
+    ------
+    FileFormatError
+        Not a seqprob n-gram file, another format version, a damaged header, a truncated
+        file, or (``verify=True``) a section whose checksum differs.
+    SeqProbFileError
+        The file cannot be opened.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from seqprob.ngram import KneserNey
+    >>> p = save_ngram(KneserNey(order=3).fit(["a b c", "b c a"]), os.path.join(tempfile.mkdtemp(), "kn.sqlm"))
+    >>> load_ngram(p, verify=True).order
+    3
+    """
+    from ..arpa import ArpaModel
+
+    path = str(path)
+    data = _map(path)
+    meta = _read_header(data, path)
+    arrays = {s["name"]: _section(data, s, path, verify) for s in meta["sections"]}
+    N, V = int(meta["order"]), int(meta["vocab_size"])
+    tables = BackoffTables(V, [arrays[f"keys.{m}"][:-1] for m in range(1, N + 1)],
+                           [arrays[f"logp.{m}"] for m in range(1, N + 1)],
+                           [arrays[f"logbow.{m}"] for m in range(1, N)], float(meta["unlisted_logbow"]))
+    for m, bits in meta["hash_bits"].items():
+        tables._hashes[int(m)] = SlotHash(bits, arrays[f"slots.{m}"], arrays[f"keys.{m}"])
+    vocab = _vocab(arrays, meta, path)
+    model = ArpaModel(tables, vocab, path)
+    if meta["tokenizer"] != "whitespace":
+        model.tokenizer_ = None  # the saved model's tokenizer is not stored: pass one to scoring
+    return model
+
+
+def _map(path: str) -> np.ndarray:
+    """The file as a read-only uint8 array over a shared memory map (plain ndarray views: no
+    ``np.memmap`` subclass overhead on every fancy index)."""
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size < _PREFIX.size:
+                raise FileFormatError(f"{path!r} is not a seqprob n-gram binary: {size} bytes, "
+                                      f"shorter than the {_PREFIX.size}-byte prefix", path=path)
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as exc:
+        raise SeqProbFileError(f"cannot read {path!r}: {exc.strerror or exc}", path=path) from exc
+    return np.frombuffer(mapped, dtype=np.uint8)
+
+
+def _read_header(data: np.ndarray, path: str) -> dict:
+    magic, version, length, crc = _PREFIX.unpack(bytes(data[: _PREFIX.size]))
+    if magic != MAGIC:
+        raise FileFormatError(f"{path!r} is not a seqprob n-gram binary (starts with {magic!r}, "
+                              f"expected {MAGIC!r}); ARPA text is read by read_arpa", path=path)
+    if version != VERSION:
+        raise FileFormatError(f"{path!r} is format version {version}; this seqprob reads version "
+                              f"{VERSION}: rebuild it from the ARPA file (seqprob ngram build-binary)",
+                              path=path, value=version, limit=VERSION)
+    header = bytes(data[_PREFIX.size: _PREFIX.size + length])
+    if len(header) != length or zlib.crc32(header) != crc:
+        raise FileFormatError(f"{path!r}: the header is damaged or truncated (checksum or length "
+                              f"mismatch: {len(header)} of {length} bytes)", path=path)
+    return json.loads(header)
+
+
+def _section(data: np.ndarray, s: dict, path: str, verify: bool) -> np.ndarray:
+    end = s["offset"] + s["nbytes"]
+    if end > len(data):
+        raise FileFormatError(f"{path!r} is truncated: section {s['name']} ends at byte {end}, the "
+                              f"file has {len(data)} bytes", path=path, value=len(data), limit=end)
+    raw = data[s["offset"]: end]
+    if verify and zlib.crc32(memoryview(raw)) != s["crc32"]:
+        raise FileFormatError(f"{path!r}: section {s['name']} fails its CRC-32 check (the file is "
+                              "damaged)", path=path)
+    return raw.view(np.dtype(s["dtype"])).reshape(s["shape"])
+
+
+def _vocab(arrays: dict, meta: dict, path: str) -> Vocab:
+    offsets, blob = arrays["vocab.offsets"], bytes(arrays["vocab.utf8"])
+    bounds = offsets.tolist()
+    tokens = [blob[a:b].decode("utf-8") for a, b in zip(bounds[:-1], bounds[1:])]
+    return Vocab(tokens, bos=meta["bos"], eos=meta["eos"], unk=meta["unk"])
+
+
+def build_binary(arpa_path, out_path, hash: bool = True) -> Path:
+    """Convert an ARPA file to the binary format (``seqprob ngram build-binary``).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from seqprob.arpa import write_arpa
+    >>> from seqprob.ngram import WittenBell
+    >>> d = tempfile.mkdtemp()
+    >>> a = write_arpa(WittenBell(order=2).fit(["a b"]), os.path.join(d, "m.arpa"))
+    >>> build_binary(a, os.path.join(d, "m.sqlm")).name
+    'm.sqlm'
+    """
+    from ..arpa import read_arpa
+
+    return save_ngram(read_arpa(arpa_path), out_path, hash=hash)
