@@ -506,7 +506,8 @@ def grouped_attention_forward(q, k, v, out=None, probs_out=None, q_block=128):
     y : (B, Tq, H hd)
         Heads concatenated.
     cache : tuple
-        For :func:`grouped_attention_backward`.
+        For :func:`grouped_attention_backward` (None in the decoding case B = Tq = 1 with
+        ``out`` given and no ``probs_out``).
 
     Notes
     -----
@@ -517,7 +518,7 @@ def grouped_attention_forward(q, k, v, out=None, probs_out=None, q_block=128):
     B, H, Tq, hd = q.shape
     Hkv, Tk = k.shape[1], k.shape[2]
     G, off = H // Hkv, Tk - Tq
-    if B == 1 and Tq == 1 and probs_out is None:
+    if B == 1 and Tq == 1 and out is not None and probs_out is None:  # decoding: no cache
         return _attention_one_query(q, k, v, out), None
     probs = np.empty((B, H, Tq, Tk), dtype=q.dtype) if probs_out is None else probs_out
     y = np.empty((B, Tq, H * hd), dtype=q.dtype) if out is None else out
@@ -550,8 +551,6 @@ def _attention_one_query(q, k, v, out):
     s *= 1.0 / math.sqrt(hd)
     softmax_inplace(s)
     y = np.matmul(s, v[0])  # (Hkv, G, hd)
-    if out is None:
-        return y.reshape(1, 1, H * hd)
     out[...] = y.reshape(out.shape)
     return out
 
