@@ -80,7 +80,8 @@ def _flag(hf: dict, key: str, default: bool, kind: str = "") -> bool:
 
 
 def _rope(hf: dict, kind: str) -> dict:
-    """RoPE fields of either config dialect -> GPTConfig keywords."""
+    """RoPE fields of either config dialect -> GPTConfig keywords (NeoX's default fraction is
+    0.25, as in transformers)."""
     params = hf.get("rope_parameters") or {}
     if not isinstance(params, dict):
         raise CheckpointError(f"config.json ({kind}) rope_parameters must be an object, got {params!r}")
@@ -89,7 +90,7 @@ def _rope(hf: dict, kind: str) -> dict:
                               "seqprob has one RoPE for every layer")
     theta = _num({**hf, **params}, "rope_theta", hf.get("rotary_emb_base", 10000.0), kind)
     frac_keys = {**hf, **params}
-    frac = _num(frac_keys, "partial_rotary_factor", hf.get("rotary_pct", 1.0), kind)
+    frac = _num(frac_keys, "partial_rotary_factor", hf.get("rotary_pct", 0.25 if kind == "gpt_neox" else 1.0), kind)
     scaling = hf.get("rope_scaling")
     if scaling is None and params.get("rope_type", "default") != "default":
         scaling = params
@@ -369,7 +370,8 @@ def _neox_params(tensors: dict, where: dict, config) -> dict:
             out[dst + name + ".w"] = take(pre + src + ".weight", shape).T
             if b:
                 out[dst + name + ".b"] = take(pre + src + ".bias", (shape[0],))
-    _lm_head(out, take, "embed_out.weight", config)
+    # Pythia on the hub and transformers' save_pretrained: embed_out; the module itself: lm_head
+    _lm_head(out, take, "lm_head.weight" if "lm_head.weight" in tensors else "embed_out.weight", config)
     return out
 
 
