@@ -40,7 +40,7 @@ def test_cached_decode_equals_uncached_forward(variant):
     np.testing.assert_allclose(np.array(rows), model.logprobs(ids), atol=1e-10)
 
 
-@pytest.mark.parametrize("variant", ["llama_gqa", "llama_mqa_l3", "qwen2", "neox", "neox_seq4"])
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_gradients_match_pytorch_autograd(variant):
     """HF's own float64 autograd gradients, mapped to seqprob's layout by the importer."""
     folder = HF / variant
