@@ -423,10 +423,13 @@ def swiglu_forward(gu, out=None):
     >>> y.tolist()
     [[0.0]]
     """
-    from scipy.special import expit
     F = gu.shape[-1] // 2
     gate, up = gu[..., :F], gu[..., F:]
-    sig = expit(gate)  # σ(gate), one pass, no overflow
+    sig = np.negative(gate)
+    with np.errstate(over="ignore"):  # exp(-gate) = inf gives σ = 0, as it should
+        np.exp(sig, out=sig)
+    sig += 1.0
+    np.reciprocal(sig, out=sig)  # σ(gate)
     y = np.multiply(gate, sig, out=out)
     y *= up
     return y, (gu, sig)
