@@ -13,7 +13,8 @@ from seqprob.gpt import GPT
 from seqprob.gpt.hf import _params, config_from_hf
 
 HF = Path(__file__).parent / "fixtures" / "hf_models"
-VARIANTS = ["llama_gqa", "llama_mqa_l3", "llama_hub4", "qwen2", "neox", "neox_seq4", "sharded", "bf16"]
+VARIANTS = ["llama_gqa", "llama_mqa_l3", "llama_hub4", "qwen2", "neox", "neox_seq4", "llama_bias", "sharded",
+            "bf16"]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import nn
+from ..errors import InputError
 from ..vocab import check_ids
 from .block import block_forward, make_workspace, norm_forward
 
@@ -78,7 +79,6 @@ def _state(model, row, length, n_seen, cache) -> GPTState:
 
 def step(model, state: GPTState, token_id) -> GPTState:
     """New state after appending ``token_id`` (see :meth:`GPT.step`)."""
-    from ..errors import InputError
     if not isinstance(state, GPTState):
         raise InputError(f"step() needs a state from GPT.start(), got {type(state).__name__}")
     tok = int(check_ids(np.asarray([token_id]), model.config.vocab_size, name="token_id")[0])
