@@ -42,6 +42,8 @@ def _kind(hf: dict) -> str:
         by_class = {v: k for k, v in ARCHITECTURES.items()}
         archs = hf.get("architectures") or []
         kind = next((by_class[a] for a in archs if isinstance(a, str) and a in by_class), None)
+        if kind is None and not archs and "n_embd" in hf:
+            kind = "gpt2"  # old GPT-2 configs name neither
         if kind is None:
             raise CheckpointError(f"config.json names no supported architecture (architectures={archs!r}); "
                                   f"seqprob reads {sorted(ARCHITECTURES.values())}", value=archs)
