@@ -76,6 +76,24 @@ def block_forward(x, p, config, rope=None, ws=None, drop=None, kv=None, pos=0, p
         are written and the queries attend over slots ``0 .. pos + T - 1`` (B must be 1).
     probs_out : (B, H, T, pos + T), optional
         Receives the attention probabilities.
+
+    Returns
+    -------
+    x : (B, T, C)
+        The same array, now x + block(x).
+    cache : tuple
+        What :func:`block_backward` needs (only meaningful without ``ws``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from seqprob.gpt import GPT, GPTConfig
+    >>> m = GPT(GPTConfig.preset("tiny", dtype="float64"), seed=0)
+    >>> x = m.params["wte"][[[1, 2, 3]]] + m.params["wpe"][:3]  # (1, 3, C)
+    >>> y, cache = block_forward(x.copy(), m._block_params[0], m.config)
+    >>> dx = block_backward(np.ones_like(y), cache, m._block_grads[0], m.config)
+    >>> y.shape == dx.shape == (1, 3, 16)
+    True
     """
     h, c_n1 = norm_forward(x, p, "ln_1", config, _buf(ws, "h"))
     a, c_att = _attention_forward(h, p, config, rope, ws, kv, pos, probs_out)
