@@ -169,7 +169,8 @@ def run_part(part: str, threads: list, runs: int, pairs: int, quick: bool, tmp: 
                 ratios[row].append(ts["median"] / ss["median"])
                 detail = fmt(ss) + " vs " + fmt(ts) if row != "load" else f"{ss['median']:.3f} vs {ts['median']:.3f}"
                 print(f"  thr {thr} pair {pair}: {row:<10} seqprob vs torch s: {detail}  ratio {ratios[row][-1]:.2f}")
-            print(f"  thr {thr} pair {pair}: peak RSS MiB seqprob {s['peak_rss_mib']:.0f} torch {t['peak_rss_mib']:.0f};"
+            print(f"  thr {thr} pair {pair}: peak RSS MiB seqprob {s['peak_rss_mib']:.0f} "
+                  f"torch {t['peak_rss_mib']:.0f};"
                   f" max |token logprob diff| {s['max_abs_diff']:.1e}")
         for row, r in ratios.items():
             print(f"  thr {thr}: {row:<10} ratio torch/seqprob median of pairs {np.median(r):.2f} "

@@ -59,7 +59,8 @@ def test_gradients_match_pytorch_autograd(variant):
 
 def test_configs_of_each_dialect():
     gqa = GPT.from_hf(HF / "llama_gqa").config
-    assert (gqa.norm, gqa.mlp, gqa.positions, gqa.kv_heads, gqa.tie_weights) == ("rmsnorm", "swiglu", "rotary", 2, False)
+    got = (gqa.norm, gqa.mlp, gqa.positions, gqa.kv_heads, gqa.tie_weights)
+    assert got == ("rmsnorm", "swiglu", "rotary", 2, False)
     hub4 = GPT.from_hf(HF / "llama_hub4").config
     assert hub4.rope_theta == 500.0 and hub4.rope_scaling_dict == {"rope_type": "linear", "factor": 2.0}
     neox = GPT.from_hf(HF / "neox_seq4").config
@@ -122,7 +123,8 @@ def test_missing_and_misshapen_tensors_are_named(tmp_path):
     tensors = load_file(HF / "qwen2" / "model.safetensors")
     tensors["model.layers.0.mlp.up_proj.weight"] = tensors["model.layers.0.mlp.up_proj.weight"][:5]
     save_file(tensors, folder / "model.safetensors")
-    with pytest.raises(CheckpointError, match=r"'model.layers.0.mlp.up_proj.weight' in 'model.safetensors' has shape \(5, 16\)"):
+    where = r"'model.layers.0.mlp.up_proj.weight' in 'model.safetensors' has shape \(5, 16\)"
+    with pytest.raises(CheckpointError, match=where):
         GPT.from_hf(folder)
     tensors = load_file(HF / "qwen2" / "model.safetensors")
     tensors["model.layers.0.self_attn.q_norm.weight"] = np.ones(4, np.float32)

@@ -132,8 +132,8 @@ def _attention_forward(h, p, config, rope, ws, kv, pos, probs_out):
     q, k, v = split_qkv(qkv, config.n_head, config.kv_heads)  # (B, H|Hkv, T, hd) views
     if rope is not None:
         cos, sin = rope[0][pos:pos + T], rope[1][pos:pos + T]  # (T, r)
-        q = nn.rotary_forward(q, cos, sin, out=_buf(ws, "q") if pos == 0 else None)
-        k = nn.rotary_forward(k, cos, sin, out=_buf(ws, "k") if pos == 0 else None)
+        q = nn.rotary_forward(q, cos, sin, out=_buf(ws, "q"))  # (B, H, T, hd)
+        k = nn.rotary_forward(k, cos, sin, out=_buf(ws, "k"))
     if kv is not None:
         K, V = kv  # (Hkv, block, hd)
         K[:, pos:pos + T], V[:, pos:pos + T] = k[0], v[0]
