@@ -103,6 +103,12 @@ def test_bad_configs_are_refused(tmp_path, change, text):
         GPT.from_hf(folder)
 
 
+def test_bad_dtype_is_named():
+    from seqprob.errors import InputError
+    with pytest.raises(InputError, match="float16"):
+        GPT.from_hf(HF / "llama_gqa", dtype="float16")
+
+
 def test_config_json_that_is_a_list(tmp_path):
     folder = _copy(tmp_path)
     (folder / "config.json").write_text("[1, 2]")

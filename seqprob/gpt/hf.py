@@ -432,6 +432,8 @@ def from_hf(path, dtype: str = "float32", tokenizer=None, cls=None):
     """
     from .model import GPT
     cls = cls or GPT
+    if dtype not in ("float32", "float64"):
+        raise InputError(f"dtype must be 'float32' or 'float64', got {dtype!r}", value=dtype)
     path = Path(os.fspath(path))
     folder = path.parent if path.is_file() else path
     if not folder.is_dir():
