@@ -326,3 +326,272 @@ def dropout_forward(x, p, rng):
 def dropout_backward(dy, cache):
     """dx = dy * mask / (1 - p) (the identity when no dropout was applied)."""
     return dy if cache is None else dy * cache
+
+
+# --------------------------------------------------------------------------- modern decoders
+# Pairs for Llama / Qwen2 / GPT-NeoX style blocks: RMSNorm, exact GELU, SwiGLU, rotary
+# positions and grouped-query attention (GPT-2's multi-head attention is the case G = 1).
+
+__all__ += ["rms_norm_forward", "rms_norm_backward", "gelu_erf_forward", "gelu_erf_backward",
+            "swiglu_forward", "swiglu_backward", "rotary_forward", "rotary_backward",
+            "grouped_attention_forward", "grouped_attention_backward", "layer_norm_row",
+            "rms_norm_row"]
+
+
+def rms_norm_forward(x, g, eps=1e-6, out=None):
+    """RMSNorm over the last axis (Llama): no mean subtraction, no bias. With ``out`` the
+    result is written there and no cache is returned (no backward can follow).
+
+    Notes
+    -----
+    y = x / sqrt(mean(x²) + eps) * g.
+
+    Examples
+    --------
+    >>> y, _ = rms_norm_forward(np.array([[3.0, 4.0]]), np.ones(2), eps=0.0)
+    >>> np.round(y, 4).tolist()
+    [[0.8485, 1.1314]]
+    """
+    ms = np.einsum("...i,...i->...", x, x)[..., None]  # (..., 1)
+    ms *= 1.0 / x.shape[-1]
+    ms += eps
+    rstd = np.sqrt(ms, out=ms)
+    np.divide(1.0, rstd, out=rstd)
+    if out is not None:  # inference: x̂ is not kept
+        y = np.multiply(x, rstd, out=out)
+        y *= g
+        return y, None
+    xhat = x * rstd  # (..., C)
+    y = xhat * g
+    return y, (xhat, rstd, g)
+
+
+def rms_norm_backward(dy, cache):
+    """Gradients of RMSNorm: returns (dx, dg).
+
+    Notes
+    -----
+    With ĝ = dy * g: dx = rstd * (ĝ - x̂ mean(ĝ x̂)), dg = Σ dy x̂.
+    """
+    xhat, rstd, g = cache
+    C = xhat.shape[-1]
+    dg = np.einsum("ni,ni->i", dy.reshape(-1, C), xhat.reshape(-1, C))
+    dxhat = dy * g
+    m = np.einsum("...i,...i->...", dxhat, xhat)[..., None]
+    m *= 1.0 / C
+    dxhat -= xhat * m
+    dxhat *= rstd
+    return dxhat, dg
+
+
+def gelu_erf_forward(x, out=None):
+    """Exact GELU (GPT-NeoX, BERT): x Φ(x) with the normal CDF Φ. ``out`` may be ``x``
+    when no backward follows.
+
+    Notes
+    -----
+    gelu(x) = x/2 (1 + erf(x / sqrt(2))); its derivative is Φ(x) + x φ(x).
+    """
+    from scipy.special import erf
+    phi = erf(x * (1.0 / math.sqrt(2.0)))  # (...,)
+    phi *= 0.5
+    phi += 0.5
+    cache = None if out is x else (x, phi)
+    return np.multiply(x, phi, out=out), cache
+
+
+def gelu_erf_backward(dy, cache):
+    """dgelu/dx = Φ(x) + x exp(-x²/2) / sqrt(2π), Φ the cached normal CDF."""
+    x, phi = cache
+    d = np.exp(-0.5 * x * x)
+    d *= x * (1.0 / math.sqrt(2.0 * math.pi))
+    d += phi
+    d *= dy
+    return d
+
+
+def swiglu_forward(gu, out=None):
+    """SwiGLU of a fused ``[gate | up]`` array (..., 2F) -> (..., F): silu(gate) * up.
+
+    Notes
+    -----
+    silu(a) = a σ(a), σ(a) = 1 / (1 + exp(-a)); Llama's MLP is down(silu(gate(x)) * up(x)).
+
+    Examples
+    --------
+    >>> y, _ = swiglu_forward(np.array([[0.0, 2.0]]))
+    >>> y.tolist()
+    [[0.0]]
+    """
+    F = gu.shape[-1] // 2
+    gate, up = gu[..., :F], gu[..., F:]
+    sig = np.negative(gate)
+    with np.errstate(over="ignore"):  # exp(-gate) = inf gives σ = 0, as it should
+        np.exp(sig, out=sig)
+    sig += 1.0
+    np.reciprocal(sig, out=sig)  # σ(gate)
+    y = np.multiply(gate, sig, out=out)
+    y *= up
+    return y, (gu, sig)
+
+
+def swiglu_backward(dy, cache):
+    """Gradient with respect to ``[gate | up]``: (..., 2F).
+
+    Notes
+    -----
+    d up = dy silu(a); d gate = dy up σ(a) (1 + a (1 - σ(a))).
+    """
+    gu, sig = cache
+    F = gu.shape[-1] // 2
+    gate, up = gu[..., :F], gu[..., F:]
+    dgu = np.empty_like(gu)
+    silu = gate * sig
+    np.multiply(dy, silu, out=dgu[..., F:])
+    d = np.subtract(1.0, sig)
+    d *= gate
+    d += 1.0
+    d *= sig
+    d *= up
+    np.multiply(d, dy, out=dgu[..., :F])
+    return dgu
+
+
+def rotary_forward(x, cos, sin, out=None):
+    """Rotary position embedding (HF "rotate_half" convention) of the first ``2 r`` dims.
+
+    Parameters
+    ----------
+    x : (..., T, hd)
+    cos, sin : (T, r)
+        cos(p θ_i), sin(p θ_i) of each position p and frequency θ_i; dims ``2 r .. hd`` pass
+        through unchanged (GPT-NeoX partial rotary).
+
+    Notes
+    -----
+    With x₁ = x[..., :r], x₂ = x[..., r:2r]: y₁ = x₁ cos - x₂ sin, y₂ = x₂ cos + x₁ sin
+    (= x cos + rotate_half(x) sin). The backward is the rotation by -θ.
+    """
+    r = cos.shape[-1]
+    y = np.empty(x.shape, dtype=x.dtype) if out is None else out
+    x1, x2 = x[..., :r], x[..., r:2 * r]
+    np.multiply(x1, cos, out=y[..., :r])
+    y[..., :r] -= x2 * sin
+    np.multiply(x2, cos, out=y[..., r:2 * r])
+    y[..., r:2 * r] += x1 * sin
+    if 2 * r < x.shape[-1]:
+        y[..., 2 * r:] = x[..., 2 * r:]
+    return y
+
+
+def rotary_backward(dy, cos, sin, out=None):
+    """Gradient of :func:`rotary_forward` (the inverse rotation applied to ``dy``)."""
+    return rotary_forward(dy, cos, -sin, out=out)
+
+
+def grouped_attention_forward(q, k, v, out=None, probs_out=None, q_block=128):
+    """Causal grouped-query attention: query head h reads key/value head h // G.
+
+    Parameters
+    ----------
+    q : (B, H, Tq, hd)
+        Queries of the last ``Tq`` positions (``Tq <= Tk``; decoding passes Tq = 1).
+    k, v : (B, Hkv, Tk, hd)
+        H = G Hkv (G = 1: multi-head attention, Hkv = 1: multi-query attention).
+    out : (B, Tq, H hd), optional
+    probs_out : (B, H, Tq, Tk), optional
+        Receives the attention probabilities (zero above the diagonal).
+
+    Returns
+    -------
+    y : (B, Tq, H hd)
+        Heads concatenated.
+    cache : tuple
+        For :func:`grouped_attention_backward` (None in the decoding case B = Tq = 1 with
+        ``out`` given and no ``probs_out``).
+
+    Notes
+    -----
+    P = softmax(q kᵀ / sqrt(hd) + causal mask), y = P v, per query head with its group's k, v.
+    Works one sequence and ``q_block`` queries at a time, so key blocks entirely above the
+    diagonal are never computed.
+    """
+    B, H, Tq, hd = q.shape
+    Hkv, Tk = k.shape[1], k.shape[2]
+    G, off = H // Hkv, Tk - Tq
+    if B == 1 and Tq == 1 and out is not None and probs_out is None:  # decoding: no cache
+        return _attention_one_query(q, k, v, out), None
+    probs = np.empty((B, H, Tq, Tk), dtype=q.dtype) if probs_out is None else probs_out
+    y = np.empty((B, Tq, H * hd), dtype=q.dtype) if out is None else out
+    # views (copy=False raises rather than silently writing into a copy)
+    yg = np.reshape(y, (B, Tq, Hkv, G, hd), copy=False).transpose(0, 2, 3, 1, 4)  # (B, Hkv, G, Tq, hd)
+    qg = q.reshape(B, Hkv, G, Tq, hd)
+    pg = np.reshape(probs, (B, Hkv, G, Tq, Tk), copy=False)
+    kt = k.transpose(0, 1, 3, 2)[:, :, None]  # (B, Hkv, 1, hd, Tk)
+    vg = v[:, :, None]  # (B, Hkv, 1, Tk, hd)
+    mask = causal_mask(Tq, q.dtype, offset=off) if Tq > 1 else None
+    for b in range(B):
+        for q0 in range(0, Tq, q_block):
+            q1 = min(q0 + q_block, Tq)
+            s = np.matmul(qg[b, :, :, q0:q1], kt[b, ..., :off + q1], out=pg[b, :, :, q0:q1, :off + q1])
+            s *= 1.0 / math.sqrt(hd)
+            if mask is not None:
+                s += mask[q0:q1, :off + q1]
+            softmax_inplace(s)  # (Hkv, G, tq, off + q1)
+            np.matmul(s, vg[b, ..., :off + q1, :], out=yg[b, :, :, q0:q1])
+            pg[b, :, :, q0:q1, off + q1:] = 0.0
+    return y, (q, k, v, probs)
+
+
+def _attention_one_query(q, k, v, out):
+    """The decoding case of :func:`grouped_attention_forward` (B = Tq = 1: nothing is masked),
+    with as few numpy calls as possible (batch-1 decoding is overhead-bound)."""
+    _, H, _, hd = q.shape
+    Hkv = k.shape[1]
+    s = np.matmul(q.reshape(Hkv, H // Hkv, hd), k[0].transpose(0, 2, 1))  # (Hkv, G, Tk)
+    s *= 1.0 / math.sqrt(hd)
+    softmax_inplace(s)
+    y = np.matmul(s, v[0])  # (Hkv, G, hd)
+    out[...] = y.reshape(out.shape)
+    return out
+
+
+def layer_norm_row(x, g, b, eps=1e-5):
+    """:func:`layer_norm_forward` of one vector x (C,) without a cache (the decoding path)."""
+    xc = x - np.add.reduce(x) / len(x)
+    y = xc * (g * (1.0 / math.sqrt(float(np.dot(xc, xc)) / len(x) + eps)))
+    if b is not None:
+        y += b
+    return y
+
+
+def rms_norm_row(x, g, eps=1e-6):
+    """:func:`rms_norm_forward` of one vector x (C,) without a cache (the decoding path)."""
+    return x * (g * (1.0 / math.sqrt(float(np.dot(x, x)) / len(x) + eps)))
+
+
+def grouped_attention_backward(dy, cache):
+    """Gradients of :func:`grouped_attention_forward`: returns (dq, dk, dv).
+
+    Notes
+    -----
+    dP = dy vᵀ, dv = Σ_group Pᵀ dy, dS = P ∘ (dP - Σ_j dP∘P) / sqrt(hd), dq = dS k,
+    dk = Σ_group dSᵀ q.
+    """
+    q, k, v, probs = cache
+    B, H, Tq, hd = q.shape
+    Hkv, Tk = k.shape[1], k.shape[2]
+    G = H // Hkv
+    dyg = dy.reshape(B, Tq, Hkv, G, hd).transpose(0, 2, 3, 1, 4)  # (B, Hkv, G, Tq, hd)
+    pg = probs.reshape(B, Hkv, G, Tq, Tk)
+    dP = np.matmul(dyg, v.transpose(0, 1, 3, 2)[:, :, None])  # (B, Hkv, G, Tq, Tk)
+    dv = np.matmul(pg.transpose(0, 1, 2, 4, 3), dyg)  # (B, Hkv, G, Tk, hd)
+    dot = np.einsum("bkgij,bkgij->bkgi", dP, pg)[..., None]
+    dP -= dot
+    dP *= pg
+    dP *= 1.0 / math.sqrt(hd)
+    dq = np.matmul(dP, k[:, :, None]).reshape(B, H, Tq, hd)
+    dk = np.matmul(dP.transpose(0, 1, 2, 4, 3), q.reshape(B, Hkv, G, Tq, hd))  # (B, Hkv, G, Tk, hd)
+    if G > 1:
+        return dq, dk.sum(axis=2), dv.sum(axis=2)
+    return dq, dk[:, :, 0], dv[:, :, 0]

@@ -14,6 +14,7 @@ from seqprob import _arpa_fast as fast
 from seqprob import arpa
 from seqprob.functional import LN10
 from seqprob.ngram import MLE, DiscountFallbackWarning, KneserNey, ModifiedKneserNey, WittenBell
+from budget import examples
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kenlm"
 corpora = st.lists(st.lists(st.sampled_from(["a", "b", "é", "cc", "d"]), max_size=6).map(" ".join),
@@ -56,7 +57,7 @@ def _same_model(a, b) -> None:
 
 @pytest.mark.parametrize("cls", [ModifiedKneserNey, KneserNey, WittenBell, MLE])
 @given(lines=corpora, order=st.integers(1, 4))
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=examples(8), deadline=None)
 def test_writer_is_byte_identical_to_the_line_writer(tmp_path_factory, cls, lines, order):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DiscountFallbackWarning)
@@ -82,7 +83,7 @@ EDGE = [0.0, -0.0, -np.inf, np.inf, np.nan, 1e-300, 5e-324, 1e300, 0.5, 99999999
 
 @given(st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=50)
        | st.lists(st.floats(-10, 0), max_size=50))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_format_g10_is_c_printf(values):
     x = np.array(values + EDGE, dtype=np.float64)
     assert fast.squeeze(fast.format_g10(x), b"\n") == "".join(f"{v:.10g}\n" for v in x.tolist()).encode()
@@ -90,7 +91,7 @@ def test_format_g10_is_c_printf(values):
 
 @given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=30),
        st.sampled_from(["{:.10g}", "{!r}", "{:.3e}", "{:.20f}", "{:+.6f}"]))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_parse_numbers_equals_python_float(values, form):
     texts = [form.format(v) for v in values]
     buf, starts, ends, first, count = fast.tokenize(("\n" + " \t".join(texts) + "\n").encode())
@@ -157,7 +158,7 @@ def _outcome(read, path):
                                 st.sampled_from(["", "0", "-", ".", "e", "1", " ", "\t", "\n", "\r\n",
                                                  "a", "b", "\\", "\x0b", "é", "inf", "nan", "9"])),
                       min_size=1, max_size=4))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_damaged_files_get_the_line_readers_verdict(tmp_path_factory, edits):
     text = GOOD
     for at, cut, insert in edits:

@@ -14,6 +14,7 @@ from seqprob.app.cli import main
 from seqprob.errors import FileFormatError, InputError, SeqProbFileError
 from seqprob.ngram import DiscountFallbackWarning, KneserNey, ModifiedKneserNey, StupidBackoff, WittenBell
 from seqprob.ngram.binary import MAGIC, SlotHash, load_ngram, save_ngram
+from budget import examples
 
 CORPUS = ["the cat sat on the mat", "the dog sat", "a cat saw the dog", "the mat"]
 corpora = st.lists(st.lists(st.sampled_from(["a", "b", "c", "dé"]), max_size=6).map(" ".join),
@@ -28,7 +29,7 @@ def _seqs(model, lines):
 @pytest.mark.parametrize("cls", [ModifiedKneserNey, KneserNey, WittenBell, StupidBackoff])
 @given(lines=corpora, order=st.integers(1, 4), probe=st.lists(st.sampled_from("abz"), max_size=5),
        use_hash=st.booleans())
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=examples(8), deadline=None)
 def test_saved_model_scores_exactly_like_the_original(tmp_path_factory, cls, lines, order, probe, use_hash):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DiscountFallbackWarning)

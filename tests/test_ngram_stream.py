@@ -10,6 +10,7 @@ from hypothesis import given, settings, strategies as st
 import seqprob as sp
 from seqprob.ngram import MLE, KneserNey, WittenBell
 from seqprob.ngram import _stream
+from budget import examples
 
 TRAIN = ["the cat sat on the mat", "the dog sat", "a cat saw the dog", "the mat é"]
 words = st.sampled_from(["the", "cat", "dog", "zebra", "é", "<unk>", "<s>", "mat", "sat"])
@@ -29,7 +30,7 @@ def _same(a, b) -> None:
 
 @pytest.mark.parametrize("cls", [KneserNey, WittenBell, MLE])
 @given(lines=texts, eos=st.booleans(), chunk=st.sampled_from([1, 16, 1 << 22]))
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 def test_streamed_evaluate_equals_line_by_line(cls, lines, eos, chunk):
     if not any(line.strip() for line in lines):
         lines = lines + ["the cat"]

@@ -20,41 +20,88 @@ PRESETS = {
     "gpt3": dict(vocab_size=50257, block_size=2048, n_layer=96, n_head=96, n_embd=12288),
     "small": dict(vocab_size=4096, block_size=256, n_layer=4, n_head=4, n_embd=256),
     "tiny": dict(vocab_size=64, block_size=32, n_layer=2, n_head=2, n_embd=16),
+    "llama-small": dict(vocab_size=4096, block_size=256, n_layer=4, n_head=4, n_embd=256,
+                        n_kv_head=2, norm="rmsnorm", mlp="swiglu", mlp_hidden=688,
+                        positions="rotary", bias=False, tie_weights=False,
+                        layer_norm_epsilon=1e-6),
 }
+
+
+#: Upper limits of the integer sizes (a config past them is a typo or an attack, not a model).
+LIMITS = {"vocab_size": 2 ** 24, "block_size": 2 ** 20, "n_layer": 1024, "n_head": 4096,
+          "n_embd": 2 ** 17, "n_kv_head": 4096, "mlp_hidden": 2 ** 19}
+NORMS = ("layernorm", "rmsnorm")
+MLPS = ("gelu_tanh", "gelu", "swiglu")
+POSITIONS = ("learned", "rotary")
+ROPE_SCALINGS = {"linear": ("factor",),
+                 "llama3": ("factor", "low_freq_factor", "high_freq_factor",
+                            "original_max_position_embeddings")}
 
 
 @dataclass(frozen=True)
 class GPTConfig:
-    """Shape and numerics of a GPT-2-style decoder.
+    """Shape, architecture and numerics of a decoder-only transformer (GPT-2 by default).
 
     Parameters
     ----------
     vocab_size : int
-        V, the number of token ids.
+        V, the number of token ids (<= 2^24).
     block_size : int
-        Context window: the most positions one forward pass sees (learned position table size).
+        Context window: the most positions one forward pass sees.
     n_layer, n_head, n_embd : int
-        Blocks, attention heads per block and model width d (``n_embd % n_head == 0``).
+        Blocks, attention (query) heads per block and model width d (``n_embd % n_head == 0``).
     dropout : float
         Residual dropout rate used by ``loss_and_grads`` when a ``rng`` is passed (0 = none).
     bias : bool
-        Biases in the linear layers and LayerNorms (GPT-2: True).
+        Biases of the attention output, of LayerNorm, and the default of ``qkv_bias`` and
+        ``mlp_bias`` (GPT-2, GPT-NeoX: True; Llama, Qwen2: False).
     tie_weights : bool
         Unembedding W_U = W_E^T (GPT-2: True).
     dtype : {"float32", "float64"}
         Parameter and activation dtype; float64 is for verification (2-2.4x slower).
     layer_norm_epsilon : float
-        LayerNorm epsilon, inside the square root (GPT-2: 1e-5).
+        Normalization epsilon, inside the square root (GPT-2: 1e-5); also ``norm_eps``.
+    norm : {"layernorm", "rmsnorm"}
+        LayerNorm (GPT-2, NeoX) or RMSNorm (Llama, Qwen2; never has a bias).
+    mlp : {"gelu_tanh", "gelu", "swiglu"}
+        MLP: up -> tanh GELU (GPT-2) / exact erf GELU (NeoX) -> down, or SwiGLU
+        down(silu(gate x) * up x) (Llama, Qwen2).
+    mlp_hidden : int, optional
+        MLP width F (HF ``n_inner`` / ``intermediate_size``); None = 4 n_embd.
+    positions : {"learned", "rotary"}
+        A learned position table added to the embeddings (GPT-2), or rotary embeddings of
+        queries and keys (RoPE, HF's rotate-half convention).
+    rope_theta : float
+        RoPE base θ: frequency i is θ^(-2i/r), r the rotary dims.
+    rotary_fraction : float
+        Fraction of each head's dims that rotate (GPT-NeoX ``rotary_pct``; 1.0 = all);
+        ``head_dim * rotary_fraction`` must be an even integer.
+    rope_scaling : dict, optional
+        HF ``rope_scaling``: ``{"rope_type": "linear", "factor": f}`` or ``{"rope_type":
+        "llama3", "factor", "low_freq_factor", "high_freq_factor",
+        "original_max_position_embeddings"}``; stored as sorted ``(key, value)`` pairs.
+    n_kv_head : int, optional
+        Key/value heads (grouped-query attention; 1 = multi-query); None = n_head.
+        ``n_head`` must be a multiple of it.
+    qkv_bias, mlp_bias : bool, optional
+        Biases of the Q/K/V projections (Qwen2: True) and of the MLP; None = ``bias``.
+    parallel_residual : bool
+        x + attn(ln_1(x)) + mlp(ln_2(x)) (GPT-NeoX) instead of two sequential residual adds.
 
     Notes
     -----
-    Parameters per block: 12 d^2 (Q, K, V, O: 4 d^2; MLP: 8 d^2) plus 13 d biases and norms.
+    Parameters per block (GPT-2 preset): 12 d^2 (Q, K, V, O: 4 d^2; MLP: 8 d^2) plus 13 d
+    biases and norms. With n_kv_head = k, head size e = d / n_head: Q, O: d^2 each; K, V:
+    d k e each; MLP: 2 d F (GELU) or 3 d F (SwiGLU).
 
     Examples
     --------
     >>> cfg = GPTConfig(vocab_size=100, block_size=16, n_layer=2, n_head=2, n_embd=8)
     >>> cfg.head_dim
     4
+    >>> llama = GPTConfig.preset("llama-small")
+    >>> llama.norm, llama.mlp, llama.positions, llama.kv_heads
+    ('rmsnorm', 'swiglu', 'rotary', 2)
     """
 
     vocab_size: int
@@ -67,25 +114,97 @@ class GPTConfig:
     tie_weights: bool = True
     dtype: str = "float32"
     layer_norm_epsilon: float = 1e-5
+    norm: str = "layernorm"
+    mlp: str = "gelu_tanh"
+    mlp_hidden: int | None = None
+    positions: str = "learned"
+    rope_theta: float = 10000.0
+    rotary_fraction: float = 1.0
+    rope_scaling: tuple | None = None
+    n_kv_head: int | None = None
+    qkv_bias: bool | None = None
+    mlp_bias: bool | None = None
+    parallel_residual: bool = False
 
     def __post_init__(self):
-        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) and not _is_int_like(value):
-                raise InputError(f"GPTConfig.{name} must be an integer, got {value!r}", value=value)
-            object.__setattr__(self, name, int(value))
-            if int(value) < 1:
-                raise InputError(f"GPTConfig.{name} must be >= 1, got {value!r}", value=value, limit=1)
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "n_kv_head", "mlp_hidden"):
+            _check_size(self, name)
         if self.n_embd % self.n_head:
             raise InputError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}",
                              value=self.n_embd, limit=self.n_head)
-        if self.dtype not in _DTYPES:
-            raise InputError(f"unknown dtype {self.dtype!r}: use one of {_DTYPES}", value=self.dtype)
-        if not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
+        if self.n_head % self.kv_heads:
+            raise InputError(f"n_head={self.n_head} is not divisible by n_kv_head={self.n_kv_head} "
+                             "(grouped-query attention shares each key/value head among a whole "
+                             "group of query heads)", value=self.n_kv_head, limit=self.n_head)
+        _check_choice("dtype", self.dtype, _DTYPES)
+        _check_choice("norm", self.norm, NORMS)
+        _check_choice("mlp", self.mlp, MLPS)
+        _check_choice("positions", self.positions, POSITIONS)
+        for name in ("bias", "tie_weights", "parallel_residual", "qkv_bias", "mlp_bias"):
+            value = getattr(self, name)
+            if not (isinstance(value, bool) or value is None and name in ("qkv_bias", "mlp_bias")):
+                raise InputError(f"GPTConfig.{name} must be True or False, got {value!r}", value=value)
+        if not (_is_number(self.dropout) and 0.0 <= self.dropout < 1.0):
             raise InputError(f"dropout must be in [0, 1), got {self.dropout!r}", value=self.dropout)
-        eps = self.layer_norm_epsilon
-        if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
-            raise InputError(f"layer_norm_epsilon must be a number > 0, got {eps!r}", value=eps)
+        for name in ("layer_norm_epsilon", "rope_theta"):
+            value = getattr(self, name)
+            if not (_is_number(value) and math.isfinite(value) and value > 0):
+                raise InputError(f"{name} must be a finite number > 0, got {value!r}", value=value)
+        self._check_rotary()
+        self._check_memory()
+
+    def _check_rotary(self) -> None:
+        frac = self.rotary_fraction
+        if not (_is_number(frac) and 0.0 < frac <= 1.0):
+            raise InputError(f"rotary_fraction must be in (0, 1], got {frac!r}", value=frac)
+        dims = self.head_dim * frac
+        if self.positions == "rotary" and (dims != int(dims) or int(dims) % 2):
+            raise InputError(f"rotary dims head_dim * rotary_fraction = {self.head_dim} * {frac} = "
+                             f"{dims:g} must be an even integer (pairs of dims rotate together)",
+                             value=dims)
+        object.__setattr__(self, "rope_scaling", _check_rope_scaling(self.rope_scaling))
+
+    def _check_memory(self) -> None:
+        itemsize = 8 if self.dtype == "float64" else 4
+        gib = self.n_params() * itemsize / 2 ** 30
+        if gib > 2 ** 12:
+            raise InputError(f"this config has {self.n_params():,} parameters: {gib:,.0f} GiB in "
+                             f"{self.dtype}, over the limit of 4096 GiB", value=self.n_params())
+
+    @property
+    def norm_eps(self) -> float:
+        """The normalization epsilon (``layer_norm_epsilon``; HF ``rms_norm_eps``)."""
+        return self.layer_norm_epsilon
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads: ``n_kv_head``, or ``n_head`` when unset."""
+        return self.n_head if self.n_kv_head is None else self.n_kv_head
+
+    @property
+    def mlp_width(self) -> int:
+        """MLP hidden width F: ``mlp_hidden``, or 4 n_embd when unset."""
+        return 4 * self.n_embd if self.mlp_hidden is None else self.mlp_hidden
+
+    @property
+    def has_qkv_bias(self) -> bool:
+        """Whether the Q/K/V projections have biases (``qkv_bias``, default ``bias``)."""
+        return self.bias if self.qkv_bias is None else self.qkv_bias
+
+    @property
+    def has_mlp_bias(self) -> bool:
+        """Whether the MLP projections have biases (``mlp_bias``, default ``bias``)."""
+        return self.bias if self.mlp_bias is None else self.mlp_bias
+
+    @property
+    def has_norm_bias(self) -> bool:
+        """Whether the norms have a bias (LayerNorm with ``bias``; RMSNorm never)."""
+        return self.bias and self.norm == "layernorm"
+
+    @property
+    def rotary_dims(self) -> int:
+        """Dims of each head that rotate (0 with learned positions)."""
+        return int(self.head_dim * self.rotary_fraction) if self.positions == "rotary" else 0
 
     @property
     def head_dim(self) -> int:
@@ -93,12 +212,17 @@ class GPTConfig:
         return self.n_embd // self.n_head
 
     def to_dict(self) -> dict:
-        """Plain JSON-able dict of the fields."""
-        return dataclasses.asdict(self)
+        """Plain JSON-able dict of the fields (``rope_scaling`` as a dict)."""
+        data = dataclasses.asdict(self)
+        data["rope_scaling"] = None if self.rope_scaling is None else dict(self.rope_scaling)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "GPTConfig":
         """Inverse of :meth:`to_dict`; unknown keys raise :class:`InputError`."""
+        if not isinstance(data, dict):
+            raise InputError(f"a GPTConfig needs a dict of fields, got {type(data).__name__}",
+                             value=type(data).__name__)
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:
@@ -107,6 +231,11 @@ class GPTConfig:
             return cls(**data)
         except TypeError as exc:
             raise InputError(f"incomplete GPTConfig data: {exc}") from None
+
+    @property
+    def rope_scaling_dict(self) -> dict | None:
+        """``rope_scaling`` as a dict (None without scaling)."""
+        return None if self.rope_scaling is None else dict(self.rope_scaling)
 
     def replace(self, **changes) -> "GPTConfig":
         """A copy with some fields changed (validated again)."""
@@ -159,21 +288,89 @@ class GPTConfig:
         return sum(n * size for _, _, n, size in self._param_table())
 
     def _param_table(self) -> list[tuple]:
-        d, L, V, b = self.n_embd, self.n_layer, self.vocab_size, int(self.bias)
-        norm = (1 + b) * d
-        return [
-            ("embedding W_E", f"{V} x {d}", 1, V * d),
-            ("positions W_pos", f"{self.block_size} x {d}", 1, self.block_size * d),
-            ("query W_Q", f"{d} x {d}", L, d * d + b * d),
-            ("key W_K", f"{d} x {d}", L, d * d + b * d),
-            ("value W_V", f"{d} x {d}", L, d * d + b * d),
-            ("attention output W_O", f"{d} x {d}", L, d * d + b * d),
-            ("MLP up W_in", f"{d} x {4 * d}", L, 4 * d * d + b * 4 * d),
-            ("MLP down W_out", f"{4 * d} x {d}", L, 4 * d * d + b * d),
-            ("norms", f"{1 + b} x {d}", 2 * L + 1, norm),
+        d, L, V, F = self.n_embd, self.n_layer, self.vocab_size, self.mlp_width
+        dq, dkv = d, self.kv_heads * self.head_dim
+        bq, bm, bo = int(self.has_qkv_bias), int(self.has_mlp_bias), int(self.bias)
+        norm = (1 + int(self.has_norm_bias)) * d
+        rows = [("embedding W_E", f"{V} x {d}", 1, V * d)]
+        if self.positions == "learned":
+            rows.append(("positions W_pos", f"{self.block_size} x {d}", 1, self.block_size * d))
+        rows += [
+            ("query W_Q", f"{d} x {dq}", L, d * dq + bq * dq),
+            ("key W_K", f"{d} x {dkv}", L, d * dkv + bq * dkv),
+            ("value W_V", f"{d} x {dkv}", L, d * dkv + bq * dkv),
+            ("attention output W_O", f"{dq} x {d}", L, dq * d + bo * d),
+        ]
+        if self.mlp == "swiglu":
+            rows.append(("MLP gate W_gate", f"{d} x {F}", L, d * F + bm * F))
+        rows += [
+            ("MLP up W_in", f"{d} x {F}", L, d * F + bm * F),
+            ("MLP down W_out", f"{F} x {d}", L, F * d + bm * d),
+            ("norms", f"{1 + int(self.has_norm_bias)} x {d}", 2 * L + 1, norm),
             ("unembedding W_U", f"{d} x {V}" + (" (tied to W_E)" if self.tie_weights else ""),
              0 if self.tie_weights else 1, d * V),
         ]
+        return rows
+
+
+def _check_size(config, name: str) -> None:
+    """Validate an integer size field in [1, LIMITS[name]] (None allowed for optional ones)."""
+    value = getattr(config, name)
+    if value is None and name in ("n_kv_head", "mlp_hidden"):
+        return
+    if isinstance(value, bool) or not isinstance(value, int) and not _is_int_like(value):
+        raise InputError(f"GPTConfig.{name} must be an integer, got {value!r}", value=value)
+    value = int(value)
+    object.__setattr__(config, name, value)
+    if value < 1:
+        raise InputError(f"GPTConfig.{name} must be >= 1, got {value!r}", value=value, limit=1)
+    limit = LIMITS[name]
+    if value > limit:
+        width = config.n_embd if name == "vocab_size" and isinstance(config.n_embd, int) else 1
+        size = f" (the embedding alone would take {value * width * 4 / 2 ** 30:,.1f} GiB in float32)" \
+            if name == "vocab_size" else ""
+        raise InputError(f"GPTConfig.{name}={value} exceeds the limit {limit}{size}",
+                         value=value, limit=limit)
+
+
+def _check_choice(name: str, value, choices) -> None:
+    if not isinstance(value, str) or value not in choices:
+        raise InputError(f"unknown {name} {value!r}: use one of {tuple(choices)}", value=value)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_rope_scaling(scaling):
+    """Normalize HF ``rope_scaling`` to sorted (key, value) pairs; None / "default" -> None."""
+    if scaling is None:
+        return None
+    if isinstance(scaling, (tuple, list)):
+        try:
+            scaling = dict(scaling)
+        except (TypeError, ValueError):
+            raise InputError(f"rope_scaling must be a dict, got {scaling!r}", value=scaling) from None
+    if not isinstance(scaling, dict):
+        raise InputError(f"rope_scaling must be a dict or None, got {scaling!r}", value=scaling)
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if kind == "default":
+        return None
+    if kind not in ROPE_SCALINGS:
+        raise InputError(f"unsupported rope_scaling type {kind!r}: seqprob implements "
+                         f"{sorted(ROPE_SCALINGS)}", value=kind)
+    out = {"rope_type": kind}
+    for key in ROPE_SCALINGS[kind]:
+        value = scaling.get(key)
+        if not (_is_number(value) and math.isfinite(value) and value > 0):
+            raise InputError(f"rope_scaling {kind!r} needs a number {key} > 0, got {value!r}",
+                             value=value)
+        out[key] = float(value)
+    if kind == "llama3" and out["high_freq_factor"] <= out["low_freq_factor"]:
+        raise InputError("rope_scaling llama3 needs high_freq_factor > low_freq_factor, got "
+                         f"{out['high_freq_factor']} <= {out['low_freq_factor']}",
+                         value=out["high_freq_factor"])
+    return tuple(sorted(out.items()))
 
 
 def _is_int_like(value) -> bool:

@@ -1,9 +1,15 @@
-"""Import a Hugging Face GPT-2 checkpoint (``config.json`` + ``model.safetensors``).
+"""Import Hugging Face checkpoints: GPT-2, Llama (Mistral, SmolLM, TinyLlama), Qwen2, GPT-NeoX.
 
-Handles the optional ``transformer.`` prefix, GPT-2's Conv1D ``[in, out]`` weights (the same
-layout seqprob uses, so nothing is transposed), the fused ``c_attn``, the attention-mask
-buffers (skipped), sharded checkpoints (``model.safetensors.index.json``) and a tied or
-separate ``lm_head``. Options that change the numerics and are not implemented are refused.
+``config.json`` picks the architecture (``model_type``, else ``architectures``) and is read
+in both dialects (transformers 5 ``rope_parameters``; 4.x ``rope_theta`` / ``rope_scaling``,
+NeoX ``rotary_pct`` / ``rotary_emb_base``), validated field by field before anything is
+allocated. Each architecture's tensor names are mapped onto seqprob's one parameter layout
+(:mod:`seqprob.gpt.params`): PyTorch ``Linear`` weights ``[out, in]`` are transposed to
+``[in, out]``, Q/K/V are fused as ``[q | k | v]`` columns (NeoX's per-head interleaving is
+undone), SwiGLU's gate and up as ``[gate | up]``. Single files and sharded checkpoints
+(``model.safetensors.index.json``, every shard inside the folder) are read; F32, F16 and
+BF16 weights load into float32 or float64. Options that change the numerics and that seqprob
+lacks (sliding-window attention, other RoPE kinds, other activations, ...) are refused.
 """
 from __future__ import annotations
 
@@ -17,45 +23,249 @@ from ..errors import CheckpointError, InputError, SeqProbFileError
 from . import safetensors as st
 from .config import GPTConfig
 
-__all__ = ["from_hf", "config_from_hf"]
+__all__ = ["from_hf", "config_from_hf", "ARCHITECTURES"]
 
 _TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")
 _REFUSED = ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn")
 _SUFFIX = {"weight": "w", "bias": "b"}
 _LN_SUFFIX = {"weight": "g", "bias": "b"}
 
+#: model_type -> the HF class it names (``architectures`` entries are accepted too).
+ARCHITECTURES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
+                 "qwen2": "Qwen2ForCausalLM", "gpt_neox": "GPTNeoXForCausalLM"}
 
-def config_from_hf(hf: dict, dtype: str = "float32") -> GPTConfig:
-    """GPTConfig of a GPT-2 ``config.json`` dict; unsupported options raise CheckpointError."""
-    if hf.get("model_type", "gpt2") != "gpt2":
-        raise CheckpointError(f"model_type {hf.get('model_type')!r} is not GPT-2", value=hf.get("model_type"))
+
+# ----------------------------------------------------------------------------- config.json
+def _kind(hf: dict) -> str:
+    kind = hf.get("model_type")
+    if kind is None:
+        by_class = {v: k for k, v in ARCHITECTURES.items()}
+        archs = hf.get("architectures") or []
+        kind = next((by_class[a] for a in archs if isinstance(a, str) and a in by_class), None)
+        if kind is None and not archs and "n_embd" in hf:
+            kind = "gpt2"  # old GPT-2 configs name neither
+        if kind is None:
+            raise CheckpointError(f"config.json names no supported architecture (architectures={archs!r}); "
+                                  f"seqprob reads {sorted(ARCHITECTURES.values())}", value=archs)
+    if kind not in ARCHITECTURES:
+        raise CheckpointError(f"unsupported architecture model_type={kind!r}: seqprob reads "
+                              f"{sorted(ARCHITECTURES)}", value=kind)
+    return kind
+
+
+def _int(hf: dict, key: str, default=None, kind: str = "") -> int:
+    value = hf.get(key, default)
+    if value is None:
+        raise CheckpointError(f"config.json ({kind}) lacks the field {key!r}", field=key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CheckpointError(f"config.json ({kind}) field {key!r} must be an integer, got {value!r}",
+                              field=key, value=value)
+    return value
+
+
+def _num(hf: dict, key: str, default, kind: str = "") -> float:
+    value = hf.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CheckpointError(f"config.json ({kind}) field {key!r} must be a number, got {value!r}",
+                              field=key, value=value)
+    return float(value)
+
+
+def _flag(hf: dict, key: str, default: bool, kind: str = "") -> bool:
+    value = hf.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise CheckpointError(f"config.json ({kind}) field {key!r} must be true or false, got {value!r}",
+                              field=key, value=value)
+    return value
+
+
+def _rope(hf: dict, kind: str) -> dict:
+    """RoPE fields of either config dialect -> GPTConfig keywords (NeoX's default fraction is
+    0.25, as in transformers)."""
+    params = hf.get("rope_parameters") or {}
+    if not isinstance(params, dict):
+        raise CheckpointError(f"config.json ({kind}) rope_parameters must be an object, got {params!r}")
+    if params and all(isinstance(v, dict) for v in params.values()):
+        raise CheckpointError(f"config.json ({kind}) has per-layer-type rope_parameters {sorted(params)}: "
+                              "seqprob has one RoPE for every layer")
+    theta = _num({**hf, **params}, "rope_theta", hf.get("rotary_emb_base", 10000.0), kind)
+    frac_keys = {**hf, **params}
+    frac = _num(frac_keys, "partial_rotary_factor", hf.get("rotary_pct", 0.25 if kind == "gpt_neox" else 1.0), kind)
+    scaling = hf.get("rope_scaling")
+    if scaling is None and params.get("rope_type", "default") != "default":
+        scaling = params
+    if scaling is not None and not isinstance(scaling, dict):
+        raise CheckpointError(f"config.json ({kind}) rope_scaling must be an object, got {scaling!r}")
+    if scaling is not None:
+        rtype = scaling.get("rope_type", scaling.get("type"))
+        if rtype not in ("default", "linear", "llama3"):
+            raise CheckpointError(f"config.json ({kind}) rope scaling type {rtype!r} is not supported: "
+                                  "seqprob implements 'default', 'linear' and 'llama3'", value=rtype)
+    return dict(positions="rotary", rope_theta=theta, rotary_fraction=frac, rope_scaling=scaling)
+
+
+def _refuse_sliding_window(hf: dict, kind: str, block: int) -> None:
+    window = hf.get("sliding_window")
+    types = hf.get("layer_types") or []
+    on = hf.get("use_sliding_window", kind == "mistral")
+    if (on and window is not None and (not isinstance(window, int) or window < block)) or \
+            "sliding_attention" in types:
+        raise CheckpointError(f"config.json ({kind}) turns on sliding-window attention "
+                              f"(sliding_window={window!r}): seqprob attends over the whole context "
+                              "and lacks that option", option="sliding_window")
+
+
+def _head_dim_check(hf: dict, kind: str, n_embd: int, n_head: int) -> None:
+    head_dim = hf.get("head_dim")
+    if head_dim is not None and n_head and head_dim != n_embd // max(n_head, 1):
+        raise CheckpointError(f"config.json ({kind}) head_dim={head_dim!r} differs from hidden_size / "
+                              f"num_attention_heads = {n_embd}/{n_head}: seqprob lacks that option",
+                              option="head_dim")
+
+
+def _gpt2_config(hf: dict) -> dict:
     for key in _REFUSED:
         if hf.get(key):
             raise CheckpointError(f"config option {key}=true is not supported by seqprob's GPT", option=key)
     if not hf.get("scale_attn_weights", True):
         raise CheckpointError("config option scale_attn_weights=false is not supported", option="scale_attn_weights")
     act = hf.get("activation_function", "gelu_new")
-    if act not in _TANH_GELUS:
-        raise CheckpointError(f"activation_function {act!r} is not supported: seqprob uses the tanh "
-                              f"GELU ({', '.join(_TANH_GELUS)})", value=act)
+    if act not in _TANH_GELUS + ("gelu",):
+        raise CheckpointError(f"activation_function {act!r} is not supported: seqprob has the tanh "
+                              f"GELU ({', '.join(_TANH_GELUS)}) and the exact 'gelu'", value=act)
+    n_embd = _int(hf, "n_embd", kind="gpt2")
+    n_inner = hf.get("n_inner")
+    if n_inner is not None:
+        n_inner = _int(hf, "n_inner", kind="gpt2")
+    return dict(vocab_size=_int(hf, "vocab_size", kind="gpt2"),
+                block_size=_int(hf, "n_positions", hf.get("n_ctx"), kind="gpt2"),
+                n_layer=_int(hf, "n_layer", kind="gpt2"), n_head=_int(hf, "n_head", kind="gpt2"),
+                n_embd=n_embd, mlp_hidden=n_inner, bias=True, mlp="gelu" if act == "gelu" else "gelu_tanh",
+                tie_weights=_flag(hf, "tie_word_embeddings", True, "gpt2"),
+                layer_norm_epsilon=_num(hf, "layer_norm_epsilon", 1e-5, "gpt2"))
+
+
+def _common(hf: dict, kind: str) -> dict:
+    n_embd, n_head = _int(hf, "hidden_size", kind=kind), _int(hf, "num_attention_heads", kind=kind)
+    _head_dim_check(hf, kind, n_embd, n_head)
+    return dict(vocab_size=_int(hf, "vocab_size", kind=kind),
+                block_size=_int(hf, "max_position_embeddings", kind=kind),
+                n_layer=_int(hf, "num_hidden_layers", kind=kind), n_head=n_head, n_embd=n_embd,
+                mlp_hidden=_int(hf, "intermediate_size", kind=kind),
+                tie_weights=_flag(hf, "tie_word_embeddings", False, kind))
+
+
+def _llama_config(hf: dict, kind: str) -> dict:
+    act = hf.get("hidden_act", "silu")
+    if act != "silu":
+        raise CheckpointError(f"config.json ({kind}) hidden_act={act!r} is not supported: seqprob's "
+                              "SwiGLU uses silu", value=act)
+    out = _common(hf, kind)
+    _refuse_sliding_window(hf, kind, out["block_size"])
+    attn_bias = _flag(hf, "attention_bias", False, kind)
+    out.update(n_kv_head=_int(hf, "num_key_value_heads", out["n_head"], kind), norm="rmsnorm",
+               mlp="swiglu", layer_norm_epsilon=_num(hf, "rms_norm_eps", 1e-6, kind),
+               bias=attn_bias and kind != "qwen2", qkv_bias=True if kind == "qwen2" else attn_bias,
+               mlp_bias=_flag(hf, "mlp_bias", False, kind), **_rope(hf, kind))
+    return out
+
+
+def _neox_config(hf: dict) -> dict:
+    act = hf.get("hidden_act", "gelu")
+    if act not in _TANH_GELUS + ("gelu",):
+        raise CheckpointError(f"config.json (gpt_neox) hidden_act={act!r} is not supported: seqprob has "
+                              f"'gelu' and the tanh GELU ({', '.join(_TANH_GELUS)})", value=act)
+    out = _common(hf, "gpt_neox")
+    out.update(norm="layernorm", mlp="gelu" if act == "gelu" else "gelu_tanh",
+               layer_norm_epsilon=_num(hf, "layer_norm_eps", 1e-5, "gpt_neox"),
+               bias=_flag(hf, "attention_bias", True, "gpt_neox"),
+               parallel_residual=_flag(hf, "use_parallel_residual", True, "gpt_neox"), **_rope(hf, "gpt_neox"))
+    return out
+
+
+def config_from_hf(hf: dict, dtype: str = "float32") -> GPTConfig:
+    """GPTConfig of a HF ``config.json`` dict; unsupported options raise CheckpointError.
+
+    Examples
+    --------
+    >>> cfg = config_from_hf({"model_type": "llama", "vocab_size": 32, "hidden_size": 16,
+    ...     "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4,
+    ...     "num_key_value_heads": 2, "max_position_embeddings": 64})
+    >>> cfg.norm, cfg.mlp, cfg.kv_heads, cfg.tie_weights
+    ('rmsnorm', 'swiglu', 2, False)
+    """
+    if not isinstance(hf, dict):
+        raise CheckpointError(f"config.json must hold a JSON object, got a {type(hf).__name__}",
+                              value=type(hf).__name__)
+    kind = _kind(hf)
+    if kind == "gpt2":
+        fields = _gpt2_config(hf)
+    elif kind == "gpt_neox":
+        fields = _neox_config(hf)
+    else:
+        fields = _llama_config(hf, kind)
     try:
-        n_embd = int(hf["n_embd"])
-        n_inner = hf.get("n_inner")
-        if n_inner is not None and int(n_inner) != 4 * n_embd:
-            raise CheckpointError(f"n_inner={n_inner} is not supported: the MLP width must be 4*n_embd={4 * n_embd}",
-                                  value=n_inner)
-        return GPTConfig(vocab_size=int(hf["vocab_size"]), block_size=int(hf.get("n_positions", hf.get("n_ctx"))),
-                         n_layer=int(hf["n_layer"]), n_head=int(hf["n_head"]), n_embd=n_embd, bias=True,
-                         tie_weights=bool(hf.get("tie_word_embeddings", True)), dtype=dtype,
-                         layer_norm_epsilon=float(hf.get("layer_norm_epsilon", 1e-5)))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(f"config.json lacks or has a bad GPT-2 field: {exc}") from None
+        return GPTConfig(dtype=dtype, **fields)
     except InputError as exc:
-        raise CheckpointError(f"config.json describes an invalid model: {exc}") from None
+        raise CheckpointError(f"config.json ({kind}) describes a model seqprob cannot build: {exc}") from None
 
 
-def _hf_name(key: str) -> str | None:
-    """seqprob parameter name of a HF tensor name; None for tensors to skip."""
+# ----------------------------------------------------------------------------- files
+def _shard_path(folder: Path, name) -> Path:
+    """A shard file named in the index, which must resolve to a file inside ``folder``."""
+    index = folder / "model.safetensors.index.json"
+    if not isinstance(name, str) or not name or os.path.isabs(name):
+        raise CheckpointError(f"{str(index)!r} names a shard {name!r}: shards must be relative "
+                              "paths inside the model folder", path=str(index), shard=name)
+    path = (folder / name).resolve()
+    if not path.is_relative_to(folder.resolve()):
+        raise CheckpointError(f"{str(index)!r} names a shard {name!r} that resolves to {str(path)!r}, "
+                              "outside the model folder", path=str(index), shard=name)
+    if not path.is_file():
+        raise CheckpointError(f"missing shard {name!r} (listed in {str(index)!r})", path=str(index), shard=name)
+    return path
+
+
+def _shards(folder: Path) -> list[Path]:
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+            files = sorted(set(weight_map.values()), key=str)
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+            raise CheckpointError(f"malformed {str(index)!r}: {exc}", path=str(index)) from None
+        return [_shard_path(folder, f) for f in files]
+    single = folder / "model.safetensors"
+    if single.is_file():
+        return [single]
+    hint = " (only pytorch_model.bin: convert it to safetensors)" if (folder / "pytorch_model.bin").exists() else ""
+    raise SeqProbFileError(f"no model.safetensors in {str(folder)!r}{hint}", path=str(folder))
+
+
+def _read_all(files: list[Path], skip) -> tuple[dict, dict]:
+    """name -> array of every tensor in ``files`` (skipping ``skip(name)``), and name -> file."""
+    tensors, where = {}, {}
+    for file in files:
+        for key, value in st.load_file(file, skip=skip).items():
+            tensors[key], where[key] = value, file.name
+    return tensors, where
+
+
+def _read_config(folder: Path) -> dict:
+    try:
+        return json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SeqProbFileError(f"cannot read {str(folder / 'config.json')!r}: {exc.strerror or exc}",
+                               path=str(folder)) from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"malformed config.json in {str(folder)!r}: {exc}", path=str(folder)) from None
+
+
+# ----------------------------------------------------------------------------- GPT-2 names
+def _gpt2_name(key: str) -> str | None:
+    """seqprob parameter name of a HF GPT-2 tensor name; None for tensors to skip."""
     if key.startswith("transformer."):
         key = key[len("transformer."):]
     parts = key.split(".")
@@ -73,39 +283,136 @@ def _hf_name(key: str) -> str | None:
     return key
 
 
-def _shards(folder: Path) -> list[Path]:
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise CheckpointError(f"malformed {str(index)!r}: {exc}", path=str(index)) from None
-        return [folder / f for f in files]
-    single = folder / "model.safetensors"
-    if single.is_file():
-        return [single]
-    hint = " (only pytorch_model.bin: convert it to safetensors)" if (folder / "pytorch_model.bin").exists() else ""
-    raise SeqProbFileError(f"no model.safetensors in {str(folder)!r}{hint}", path=str(folder))
+_SIZE_FIELDS = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner")
 
 
-def _read_tensors(files: list[Path]) -> dict:
-    tensors = {}
-    for file in files:
-        for key, value in st.load_file(file, skip=lambda k: _hf_name(k) is None).items():
-            tensors[_hf_name(key)] = value
-    return tensors
+def _gpt2_params(tensors: dict, where: dict, config, hf: dict) -> dict:
+    from .params import param_shapes
+    shapes = param_shapes(config)
+    out = {}
+    for key, value in tensors.items():
+        name = _gpt2_name(key)
+        if name in shapes and tuple(value.shape) != shapes[name]:
+            sizes = ", ".join(f"{k}={hf[k]}" for k in _SIZE_FIELDS if k in hf)
+            raise CheckpointError(f"tensor {key!r} in {where.get(key)!r} has shape {tuple(value.shape)}, "
+                                  f"config.json ({sizes}) needs {shapes[name]}", name=key)
+        out[name] = value
+    return out
+
+
+# ----------------------------------------------------------------------------- Llama, Qwen2, NeoX
+class _Taker:
+    """Pops HF tensors by name, checking presence and shape against the config."""
+
+    def __init__(self, tensors: dict, where: dict, kind: str):
+        self.tensors, self.where, self.kind = tensors, where, kind
+
+    def __call__(self, name: str, shape: tuple, optional: bool = False):
+        if name not in self.tensors:
+            if optional:
+                return None
+            raise CheckpointError(f"tensor {name!r} is missing from the {self.kind} checkpoint "
+                                  f"(config.json needs it, shape {shape})", name=name)
+        value = self.tensors.pop(name)
+        if tuple(value.shape) != tuple(shape):
+            raise CheckpointError(f"tensor {name!r} in {self.where.get(name)!r} has shape {tuple(value.shape)}, "
+                                  f"config.json needs {tuple(shape)}", name=name, shape=tuple(value.shape))
+        return value
+
+
+def _llama_params(tensors: dict, where: dict, config, kind: str) -> dict:
+    take = _Taker(tensors, where, kind)
+    C, F, hd = config.n_embd, config.mlp_width, config.head_dim
+    nq, nk = config.n_head * hd, config.kv_heads * hd
+    out = {"wte": take("model.embed_tokens.weight", (config.vocab_size, C)),
+           "ln_f.g": take("model.norm.weight", (C,))}
+    for i in range(config.n_layer):
+        pre, dst = f"model.layers.{i}.", f"h.{i}."
+        attn, mlp = pre + "self_attn.", pre + "mlp."
+        out[dst + "ln_1.g"] = take(pre + "input_layernorm.weight", (C,))
+        out[dst + "ln_2.g"] = take(pre + "post_attention_layernorm.weight", (C,))
+        q, k, v = (take(attn + f"{n}_proj.weight", (w, C)) for n, w in (("q", nq), ("k", nk), ("v", nk)))
+        out[dst + "attn.c_attn.w"] = np.concatenate([q.T, k.T, v.T], axis=1)  # (C, nq + 2 nk)
+        if config.has_qkv_bias:
+            out[dst + "attn.c_attn.b"] = np.concatenate(
+                [take(attn + f"{n}_proj.bias", (w,)) for n, w in (("q", nq), ("k", nk), ("v", nk))])
+        out[dst + "attn.c_proj.w"] = take(attn + "o_proj.weight", (C, nq)).T
+        if config.bias:
+            out[dst + "attn.c_proj.b"] = take(attn + "o_proj.bias", (C,))
+        gate, up = take(mlp + "gate_proj.weight", (F, C)), take(mlp + "up_proj.weight", (F, C))
+        out[dst + "mlp.c_fc.w"] = np.concatenate([gate.T, up.T], axis=1)  # (C, 2F)
+        out[dst + "mlp.c_proj.w"] = take(mlp + "down_proj.weight", (C, F)).T
+        if config.has_mlp_bias:
+            out[dst + "mlp.c_fc.b"] = np.concatenate([take(mlp + "gate_proj.bias", (F,)),
+                                                      take(mlp + "up_proj.bias", (F,))])
+            out[dst + "mlp.c_proj.b"] = take(mlp + "down_proj.bias", (C,))
+    _lm_head(out, take, "lm_head.weight", config)
+    return out
+
+
+def _neox_params(tensors: dict, where: dict, config) -> dict:
+    take = _Taker(tensors, where, "gpt_neox")
+    C, F, H, hd, b = config.n_embd, config.mlp_width, config.n_head, config.head_dim, config.bias
+    out = {"wte": take("gpt_neox.embed_in.weight", (config.vocab_size, C)),
+           "ln_f.g": take("gpt_neox.final_layer_norm.weight", (C,)),
+           "ln_f.b": take("gpt_neox.final_layer_norm.bias", (C,))}
+    for i in range(config.n_layer):
+        pre, dst = f"gpt_neox.layers.{i}.", f"h.{i}."
+        for src, name in (("input_layernorm", "ln_1"), ("post_attention_layernorm", "ln_2")):
+            out[dst + name + ".g"] = take(pre + src + ".weight", (C,))
+            out[dst + name + ".b"] = take(pre + src + ".bias", (C,))
+        w = take(pre + "attention.query_key_value.weight", (3 * C, C)).reshape(H, 3, hd, C)
+        out[dst + "attn.c_attn.w"] = w.transpose(1, 0, 2, 3).reshape(3 * C, C).T  # per-head -> [q|k|v]
+        if b:
+            bias = take(pre + "attention.query_key_value.bias", (3 * C,)).reshape(H, 3, hd)
+            out[dst + "attn.c_attn.b"] = bias.transpose(1, 0, 2).reshape(3 * C)
+        pairs = (("attention.dense", "attn.c_proj", (C, C)), ("mlp.dense_h_to_4h", "mlp.c_fc", (F, C)),
+                 ("mlp.dense_4h_to_h", "mlp.c_proj", (C, F)))
+        for src, name, shape in pairs:
+            out[dst + name + ".w"] = take(pre + src + ".weight", shape).T
+            if b:
+                out[dst + name + ".b"] = take(pre + src + ".bias", (shape[0],))
+    # Pythia on the hub and transformers' save_pretrained: embed_out; the module itself: lm_head
+    _lm_head(out, take, "lm_head.weight" if "lm_head.weight" in tensors else "embed_out.weight", config)
+    return out
+
+
+def _lm_head(out: dict, take, name: str, config) -> None:
+    head = take(name, (config.vocab_size, config.n_embd), optional=config.tie_weights)
+    if not config.tie_weights:
+        out["lm_head.w"] = head
+
+
+_SKIP = {"gpt2": lambda k: _gpt2_name(k) is None,
+         "llama": lambda k: k.endswith("rotary_emb.inv_freq"),
+         "gpt_neox": lambda k: k.endswith(("attention.bias", "attention.masked_bias", "rotary_emb.inv_freq"))}
+
+
+def _params(kind: str, tensors: dict, where: dict, config, hf: dict) -> dict:
+    if kind == "gpt2":
+        return _gpt2_params(tensors, where, config, hf)
+    out = _neox_params(tensors, where, config) if kind == "gpt_neox" else \
+        _llama_params(tensors, where, config, kind)
+    if tensors:
+        names = sorted(tensors)
+        raise CheckpointError(f"the {kind} checkpoint has tensors seqprob does not use: {names[:5]} "
+                              "(an option seqprob lacks?)", unexpected=names)
+    return out
 
 
 def from_hf(path, dtype: str = "float32", tokenizer=None, cls=None):
-    """Build a :class:`~seqprob.gpt.GPT` from a Hugging Face GPT-2 checkpoint folder.
+    """Build a :class:`~seqprob.gpt.GPT` from a Hugging Face checkpoint folder.
 
     Parameters
     ----------
     path : str or Path
         Folder with ``config.json`` and ``model.safetensors`` (or shards + index), or the
-        ``.safetensors`` file itself with ``config.json`` beside it.
+        ``.safetensors`` file itself with ``config.json`` beside it. Supported: GPT-2
+        (``GPT2LMHeadModel``), Llama (``LlamaForCausalLM``, also Mistral/SmolLM/TinyLlama
+        style), Qwen2 (``Qwen2ForCausalLM``), GPT-NeoX/Pythia (``GPTNeoXForCausalLM``).
     dtype : {"float32", "float64"}
-        Weights are converted to this dtype (float64 reproduces HF's float64 logits to 1e-9).
+        Weights (F32, F16 or BF16 in the file) are converted to this dtype (float64
+        reproduces HF's float64 logits to 1e-9).
     tokenizer : Tokenizer, optional
         E.g. ``TiktokenTokenizer("gpt2")``; its vocabulary must have ``vocab_size`` tokens.
 
@@ -114,31 +421,37 @@ def from_hf(path, dtype: str = "float32", tokenizer=None, cls=None):
     GPT
         Without a tokenizer the vocabulary is synthetic (``"<i>"``), with BOS/EOS set from
         ``bos_token_id`` / ``eos_token_id`` of the config (GPT-2: 50256, ``<|endoftext|>``).
+
+    Raises
+    ------
+    CheckpointError
+        An unsupported architecture or option, a bad config.json field, a missing or
+        misplaced shard, a missing tensor or one whose shape disagrees with the config.
+    SeqProbFileError
+        No such folder, or no weights file.
     """
     from ..registry import model_class
 
     cls = cls or model_class("GPT")
+    if dtype not in ("float32", "float64"):
+        raise InputError(f"dtype must be 'float32' or 'float64', got {dtype!r}", value=dtype)
     path = Path(os.fspath(path))
     folder = path.parent if path.is_file() else path
     if not folder.is_dir():
         raise SeqProbFileError(f"no such checkpoint folder {str(path)!r}", path=str(path))
-    try:
-        hf = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SeqProbFileError(f"cannot read {str(folder / 'config.json')!r}: {exc.strerror or exc}",
-                               path=str(folder)) from exc
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"malformed config.json in {str(folder)!r}: {exc}", path=str(folder)) from None
+    hf = _read_config(folder)
     config = config_from_hf(hf, dtype=dtype)
+    kind = "llama" if _kind(hf) in ("llama", "mistral", "qwen2") else _kind(hf)
     files = [path] if path.is_file() else _shards(folder)
-    tensors = _read_tensors(files)
+    tensors, where = _read_all(files, _SKIP[kind])
+    _check_finite(tensors)
+    params = _params(_kind(hf), tensors, where, config, hf)
     if config.tie_weights:
-        tensors.pop("lm_head.w", None)
+        params.pop("lm_head.w", None)
     special = {k: hf.get(k) for k in ("bos_token_id", "eos_token_id")}
     special = {k: v if isinstance(v, int) and 0 <= v < config.vocab_size else None for k, v in special.items()}
     model = cls(config, seed=0, bos_id=special["bos_token_id"], eos_id=special["eos_token_id"])
-    _check_finite(tensors)
-    model.load_params(tensors, strict=True)
+    model.load_params(params, strict=True)
     if tokenizer is not None:
         model.tokenizer = tokenizer
     return model

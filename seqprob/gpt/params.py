@@ -10,21 +10,23 @@ name                        shape           role
 ``wte``                     (V, C)          token embedding W_E (also W_U if tied)
 ``wpe``                     (block, C)      learned position embedding
 ``h.{l}.ln_1.g`` / ``.b``   (C,)            LayerNorm before attention
-``h.{l}.attn.c_attn.w``     (C, 3C)         fused [W_Q | W_K | W_V]
-``h.{l}.attn.c_attn.b``     (3C,)
+``h.{l}.attn.c_attn.w``     (C, Q+2K)       fused [W_Q | W_K | W_V]; Q = C, K = n_kv_head·hd
+``h.{l}.attn.c_attn.b``     (Q+2K,)         only with ``qkv_bias``
 ``h.{l}.attn.c_proj.w``     (C, C)          attention output W_O
 ``h.{l}.attn.c_proj.b``     (C,)
 ``h.{l}.ln_2.g`` / ``.b``   (C,)            LayerNorm before the MLP
-``h.{l}.mlp.c_fc.w``        (C, 4C)         MLP up
-``h.{l}.mlp.c_fc.b``        (4C,)
-``h.{l}.mlp.c_proj.w``      (4C, C)         MLP down
+``h.{l}.mlp.c_fc.w``        (C, F)          MLP up (SwiGLU: (C, 2F), fused [W_gate | W_up])
+``h.{l}.mlp.c_fc.b``        (F,)            only with ``mlp_bias`` (SwiGLU: (2F,))
+``h.{l}.mlp.c_proj.w``      (F, C)          MLP down; F = ``mlp_width`` (default 4C)
 ``h.{l}.mlp.c_proj.b``      (C,)
 ``ln_f.g`` / ``ln_f.b``     (C,)            final LayerNorm
 ``lm_head.w``               (V, C)          W_U, only when ``tie_weights=False``
 ==========================  ==============  ======================================
 
-With ``bias=False`` every ``.b`` is absent. Weight decay conventionally applies to the names
-ending in ``.w`` only (see :func:`decay_names`).
+``wpe`` exists only with ``positions="learned"``; with RMSNorm the norms have no ``.b``.
+With ``bias=False`` every ``.b`` is absent unless ``qkv_bias`` / ``mlp_bias`` say otherwise.
+Every architecture uses these names, so HF import maps each checkpoint's tensors onto them.
+Weight decay conventionally applies to the names ending in ``.w`` only (see :func:`decay_names`).
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ import numpy as np
 
 from ..optim import FlatArrays
 
-__all__ = ["param_shapes", "FlatParams", "decay_names", "BLOCK_KEYS"]
+__all__ = ["param_shapes", "block_shapes", "FlatParams", "decay_names", "BLOCK_KEYS"]
 
 _ALIGN = 16  # elements: every array starts on a 64-byte boundary (float32) for BLAS
 
@@ -43,20 +45,33 @@ BLOCK_KEYS = ("ln_1.g", "ln_1.b", "attn.c_attn.w", "attn.c_attn.b", "attn.c_proj
               "mlp.c_proj.w", "mlp.c_proj.b")
 
 
+def block_shapes(config) -> dict:
+    """Ordered ``key -> shape`` of one block's parameters (keys without the ``h.{l}.`` prefix)."""
+    C, F, hd = config.n_embd, config.mlp_width, config.head_dim
+    qkv = (config.n_head + 2 * config.kv_heads) * hd  # [q | k | v] columns
+    up = 2 * F if config.mlp == "swiglu" else F  # SwiGLU: [gate | up] columns
+    nb, qb, mb, ob = config.has_norm_bias, config.has_qkv_bias, config.has_mlp_bias, config.bias
+    shapes = {"ln_1.g": (C,), "ln_1.b": (C,) if nb else None,
+              "attn.c_attn.w": (C, qkv), "attn.c_attn.b": (qkv,) if qb else None,
+              "attn.c_proj.w": (C, C), "attn.c_proj.b": (C,) if ob else None,
+              "ln_2.g": (C,), "ln_2.b": (C,) if nb else None,
+              "mlp.c_fc.w": (C, up), "mlp.c_fc.b": (up,) if mb else None,
+              "mlp.c_proj.w": (F, C), "mlp.c_proj.b": (C,) if mb else None}
+    return {key: shape for key, shape in shapes.items() if shape is not None}
+
+
 def param_shapes(config) -> dict:
     """Ordered ``name -> shape`` of every parameter of ``config``."""
     C, V = config.n_embd, config.vocab_size
-    shapes = {"wte": (V, C), "wpe": (config.block_size, C)}
-    block = {"ln_1.g": (C,), "ln_1.b": (C,), "attn.c_attn.w": (C, 3 * C), "attn.c_attn.b": (3 * C,),
-             "attn.c_proj.w": (C, C), "attn.c_proj.b": (C,), "ln_2.g": (C,), "ln_2.b": (C,),
-             "mlp.c_fc.w": (C, 4 * C), "mlp.c_fc.b": (4 * C,), "mlp.c_proj.w": (4 * C, C),
-             "mlp.c_proj.b": (C,)}
+    shapes = {"wte": (V, C)}
+    if config.positions == "learned":
+        shapes["wpe"] = (config.block_size, C)
+    block = block_shapes(config)
     for layer in range(config.n_layer):
-        for key in BLOCK_KEYS:
-            if config.bias or not key.endswith(".b"):
-                shapes[f"h.{layer}.{key}"] = block[key]
+        for key, shape in block.items():
+            shapes[f"h.{layer}.{key}"] = shape
     shapes["ln_f.g"] = (C,)
-    if config.bias:
+    if config.has_norm_bias:
         shapes["ln_f.b"] = (C,)
     if not config.tie_weights:
         shapes["lm_head.w"] = (V, C)

@@ -1,0 +1,202 @@
+"""seqprob vs PyTorch eager (transformers ``LlamaForCausalLM``) on Llama-style models, CPU.
+
+Run (torch/transformers are benchmark-only dependencies, never seqprob ones)::
+
+    PYTHONPATH=. /work/bench/venv/bin/python benchmarks/bench_llama.py [--threads 1 2] [--runs 7] [--pairs 3]
+    PYTHONPATH=. /work/bench/venv/bin/python benchmarks/bench_llama.py --quick     # a sanity run, tiny sizes
+
+Two parts, each side alone in its own fresh process (never numpy and torch timed in one
+process, never both at once), one side after the other, the pair repeated ``--pairs`` times:
+
+* ``small``: a Llama-style config (4 layers, d 256, 4 heads, 2 kv heads, SwiGLU F 688, RoPE,
+  RMSNorm, vocabulary 4096, context 256, untied head), random weights made by the torch side and
+  saved with ``save_pretrained`` to a temp folder, loaded by ``GPT.from_hf``. Rows: forward 8 x 256
+  (log-probs, no grad; torch: eager attention) and a training step 8 x 256 (forward + backward +
+  AdamW; seqprob: ``loss_and_grads`` + ``seqprob.optim.AdamW``).
+* ``100m``: a random ~100M-parameter Llama (12 layers, d 768, 12 heads, 4 kv heads, F 2048,
+  vocabulary 32000, tied), written by the torch side to a temp dir (never committed): load
+  (``LlamaForCausalLM.from_pretrained`` vs ``GPT.from_hf``) and scoring 1 x 1024 tokens
+  (log P of each token).
+
+Threads: ``OMP/OPENBLAS/MKL_NUM_THREADS`` in each child's environment, plus
+``torch.set_num_threads`` / ``threadpoolctl``. Timings: median [min, max] of ``--runs`` runs after
+2 warm-ups; ratios = torch time / seqprob time (> 1: seqprob faster), per pair and their spread.
+Peak memory = ru_maxrss of the child. The seqprob side also reports max |log-prob difference| to
+the torch side's output (saved by the torch child).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = dict(vocab_size=4096, hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=False,
+             rope_theta=10000.0)
+BIG = dict(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=12,
+           num_key_value_heads=4, max_position_embeddings=1024, rms_norm_eps=1e-6, tie_word_embeddings=True,
+           rope_theta=10000.0)
+QUICK = {"small": dict(SMALL, vocab_size=512, hidden_size=64, intermediate_size=128, max_position_embeddings=32,
+                       num_hidden_layers=2),
+         "100m": dict(BIG, vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2,
+                      max_position_embeddings=64)}
+SHAPES = {"small": {"B": 8, "T": 256}, "100m": {"B": 1, "T": 1024}}
+
+
+def timed(fn, runs: int, warmups: int = 2) -> dict:
+    for _ in range(warmups):
+        fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return {"median": float(np.median(times)), "min": min(times), "max": max(times)}
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# ----------------------------------------------------------------------------- torch child
+def torch_side(part: str, folder: Path, spec: dict, shape: dict, threads: int, runs: int) -> dict:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.set_num_threads(threads)
+    B, T = shape["B"], shape["T"]
+    ids = np.random.default_rng(0).integers(0, spec["vocab_size"], (B, T + 1))
+    if not (folder / "config.json").exists():
+        torch.manual_seed(0)
+        config = LlamaConfig(**spec)
+        config._attn_implementation = "eager"
+        LlamaForCausalLM(config).save_pretrained(folder)
+    out = {}
+    t0 = time.perf_counter()
+    model = LlamaForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32).eval()
+    out["load"] = time.perf_counter() - t0
+    x, y = torch.from_numpy(ids[:, :-1]), torch.from_numpy(ids[:, 1:])
+
+    def score():
+        with torch.inference_mode():
+            logp = torch.log_softmax(model(x).logits, dim=-1)
+            return logp.gather(-1, y[..., None])[..., 0]
+    np.save(folder / "torch_token_logprobs.npy", score().numpy())
+    out["score"] = timed(score, runs)
+    if part == "small":
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
+
+        def step():
+            logits = model(x).logits
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            opt.zero_grad(set_to_none=False)
+            loss.backward()
+            opt.step()
+        out["train_step"] = timed(step, runs)
+    out["peak_rss_mib"] = peak_rss_mib()
+    return out
+
+
+# ----------------------------------------------------------------------------- seqprob child
+def seqprob_side(part: str, folder: Path, spec: dict, shape: dict, threads: int, runs: int) -> dict:
+    from threadpoolctl import threadpool_limits
+
+    sys.path.insert(0, str(ROOT))
+    from seqprob.gpt import GPT
+    from seqprob.optim import AdamW
+
+    B, T = shape["B"], shape["T"]
+    ids = np.random.default_rng(0).integers(0, spec["vocab_size"], (B, T + 1))
+    out = {}
+    with threadpool_limits(limits=threads):
+        t0 = time.perf_counter()
+        model = GPT.from_hf(folder, dtype="float32")
+        out["load"] = time.perf_counter() - t0
+        ref = np.load(folder / "torch_token_logprobs.npy")
+        out["max_abs_diff"] = float(np.abs(model.token_logprobs(ids) - ref).max())
+        out["score"] = timed(lambda: model.token_logprobs(ids), runs)
+        if part == "small":
+            opt = AdamW(model.params, lr=1e-4, weight_decay=0.1)
+
+            def step():
+                _, grads = model.loss_and_grads(ids)
+                opt.step(grads)
+            out["train_step"] = timed(step, runs)
+    out["peak_rss_mib"] = peak_rss_mib()
+    return out
+
+
+# ----------------------------------------------------------------------------- parent
+def child(side: str, part: str, folder: Path, threads: int, runs: int, quick: bool) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
+           "MKL_NUM_THREADS": str(threads)}
+    cmd = [sys.executable, __file__, "--child", side, part, str(folder), str(threads), str(runs)]
+    cmd += ["--quick"] if quick else []
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if res.returncode:
+        raise SystemExit(f"{side} child failed:\n{res.stderr[-3000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def fmt(t: dict) -> str:
+    return f"{t['median']:.4f} [{t['min']:.4f}, {t['max']:.4f}]"
+
+
+def run_part(part: str, threads: list, runs: int, pairs: int, quick: bool, tmp: Path) -> None:
+    folder = tmp / part
+    folder.mkdir(exist_ok=True)
+    shape = {"B": 2, "T": 16} if quick else SHAPES[part]
+    print(f"\n== {part}: {(QUICK if quick else {'small': SMALL, '100m': BIG})[part]}, shape {shape}")
+    rows = ["score", "train_step"] if part == "small" else ["load", "score"]
+    for thr in threads:
+        ratios = {row: [] for row in rows}
+        for pair in range(pairs):
+            t = child("torch", part, folder, thr, runs, quick)  # first: it writes the checkpoint
+            s = child("seqprob", part, folder, thr, runs, quick)
+            for row in rows:
+                ts, ss = (t[row], s[row]) if row != "load" else ({"median": t[row]}, {"median": s[row]})
+                ratios[row].append(ts["median"] / ss["median"])
+                detail = fmt(ss) + " vs " + fmt(ts) if row != "load" else f"{ss['median']:.3f} vs {ts['median']:.3f}"
+                print(f"  thr {thr} pair {pair}: {row:<10} seqprob vs torch s: {detail}  ratio {ratios[row][-1]:.2f}")
+            print(f"  thr {thr} pair {pair}: peak RSS MiB seqprob {s['peak_rss_mib']:.0f} "
+                  f"torch {t['peak_rss_mib']:.0f};"
+                  f" max |token logprob diff| {s['max_abs_diff']:.1e}")
+        for row, r in ratios.items():
+            print(f"  thr {thr}: {row:<10} ratio torch/seqprob median of pairs {np.median(r):.2f} "
+                  f"(spread {min(r):.2f} - {max(r):.2f})")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--parts", nargs="+", default=["small", "100m"], choices=["small", "100m"])
+    ap.add_argument("--quick", action="store_true", help="tiny sizes, for a sanity run")
+    ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        side, part, folder, threads, runs = args.child
+        spec = (QUICK if args.quick else {"small": SMALL, "100m": BIG})[part]
+        shape = {"B": 2, "T": 16} if args.quick else SHAPES[part]
+        fn = torch_side if side == "torch" else seqprob_side
+        print(json.dumps(fn(part, Path(folder), spec, shape, int(threads), int(runs))))
+        return
+    with tempfile.TemporaryDirectory(prefix="bench_llama_") as tmp:
+        for part in args.parts:
+            run_part(part, args.threads, args.runs, args.pairs, args.quick, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""One transformer block, written once: forward, backward and single-token decode.
+
+Every architecture option of :class:`~seqprob.gpt.GPTConfig` is a choice inside these
+functions (norm, MLP, rotary positions, key/value heads, biases, parallel residual), and
+every path uses the same per-block parameter dict ``p`` (keys as in
+:func:`seqprob.gpt.params.block_shapes`, e.g. ``"attn.c_attn.w"``) and the same
+:mod:`seqprob.nn` pairs:
+
+- training: :func:`block_forward` (``ws=None``, returns a cache) then :func:`block_backward`;
+- inference: :func:`block_forward` with a workspace ``ws`` of reused buffers (no cache kept);
+- KV-cached decoding: :func:`block_forward` on one position with ``kv`` (this layer's key and
+  value arrays) and ``pos`` (where the position sits): keys and values are written at ``pos``
+  and the query attends over slots ``0 .. pos``.
+
+Notes
+-----
+Pre-norm block: x += attn(norm_1(x)); x += mlp(norm_2(x)); with ``parallel_residual``
+x += attn(norm_1(x)) + mlp(norm_2(x)) (both read the same x). attn: fused [q | k | v] =
+h W_qkv (+ b), rotary on q and k, grouped-query attention, output h W_O (+ b).
+mlp: down(act(up h)) with tanh/erf GELU, or down(silu(gate h) * up h) (SwiGLU).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import nn
+
+__all__ = ["block_forward", "block_backward", "make_workspace", "split_qkv", "norm_forward",
+           "norm_backward"]
+
+
+def _buf(ws, name):
+    return None if ws is None else ws[name]
+
+
+def make_workspace(config, B: int, T: int, dtype) -> dict:
+    """Reusable inference buffers for a (B, T) forward pass of any block of ``config``."""
+    C, H, Hkv, hd, F = (config.n_embd, config.n_head, config.kv_heads, config.head_dim,
+                        config.mlp_width)
+    up = 2 * F if config.mlp == "swiglu" else F
+    shapes = {"h": (B, T, C), "qkv": (B, T, (H + 2 * Hkv) * hd), "q": (B, H, T, hd),
+              "k": (B, Hkv, T, hd), "S": (B, H, T, T), "y": (B, T, C), "a": (B, T, C),
+              "u": (B, T, up), "t": (B, T, F)}
+    return {name: np.empty(shape, dtype) for name, shape in shapes.items()}
+
+
+def split_qkv(qkv, n_head: int, n_kv_head: int):
+    """Views q (B, H, T, hd), k, v (B, Hkv, T, hd) of a fused (B, T, (H + 2 Hkv) hd) array."""
+    B, T, W = qkv.shape
+    hd = W // (n_head + 2 * n_kv_head)
+    nq, nk = n_head * hd, n_kv_head * hd
+    q = qkv[..., :nq].reshape(B, T, n_head, hd).transpose(0, 2, 1, 3)
+    k = qkv[..., nq:nq + nk].reshape(B, T, n_kv_head, hd).transpose(0, 2, 1, 3)
+    v = qkv[..., nq + nk:].reshape(B, T, n_kv_head, hd).transpose(0, 2, 1, 3)
+    return q, k, v
+
+
+# ----------------------------------------------------------------------------- forward
+def block_forward(x, p, config, rope=None, ws=None, drop=None, kv=None, pos=0, probs_out=None):
+    """One block on x (B, T, C), updated in place; returns ``(x, cache)``.
+
+    Parameters
+    ----------
+    x : (B, T, C)
+        Residual stream of positions ``pos .. pos + T - 1``.
+    p : dict
+        This block's parameters.
+    rope : (cos, sin), optional
+        Tables of :func:`seqprob.gpt.rope.rope_tables` (rotary configs).
+    ws : dict, optional
+        Workspace of :func:`make_workspace`: inference, the cache is not usable.
+    drop : numpy.random.Generator, optional
+        Residual dropout (training).
+    kv : (K, V), optional
+        This layer's key/value cache, each (Hkv, block_size, hd): slots ``pos .. pos + T - 1``
+        are written and the queries attend over slots ``0 .. pos + T - 1`` (B must be 1).
+    probs_out : (B, H, T, pos + T), optional
+        Receives the attention probabilities.
+
+    Returns
+    -------
+    x : (B, T, C)
+        The same array, now x + block(x).
+    cache : tuple
+        What :func:`block_backward` needs (only meaningful without ``ws``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from seqprob.gpt import GPT, GPTConfig
+    >>> m = GPT(GPTConfig.preset("tiny", dtype="float64"), seed=0)
+    >>> x = m.params["wte"][[[1, 2, 3]]] + m.params["wpe"][:3]  # (1, 3, C)
+    >>> y, cache = block_forward(x.copy(), m._block_params[0], m.config)
+    >>> dx = block_backward(np.ones_like(y), cache, m._block_grads[0], m.config)
+    >>> y.shape == dx.shape == (1, 3, 16)
+    True
+    """
+    h, c_n1 = norm_forward(x, p, "ln_1", config, _buf(ws, "h"))
+    a, c_att = _attention_forward(h, p, config, rope, ws, kv, pos, probs_out)
+    a, c_d1 = nn.dropout_forward(a, config.dropout, drop)
+    if not config.parallel_residual:
+        x += a
+    h, c_n2 = norm_forward(x, p, "ln_2", config, _buf(ws, "h"))
+    m, c_mlp = _mlp_forward(h, p, config, ws)
+    m, c_d2 = nn.dropout_forward(m, config.dropout, drop)
+    if config.parallel_residual:
+        x += a
+    x += m
+    return x, (c_n1, c_att, c_d1, c_n2, c_mlp, c_d2)
+
+
+def norm_forward(x, p, name: str, config, out=None):
+    """Norm ``name`` (``"ln_1"``, ``"ln_2"``, ``"ln_f"``) of x (..., C): LayerNorm or RMSNorm.
+    With ``out`` (inference) the result is written there and the cache is not usable."""
+    eps = config.layer_norm_epsilon
+    if out is not None and x.size == x.shape[-1]:  # one row (decoding): the overhead-bound case
+        row = x.reshape(-1)
+        if config.norm == "rmsnorm":
+            out.reshape(-1)[...] = nn.rms_norm_row(row, p[f"{name}.g"], eps)
+        else:
+            out.reshape(-1)[...] = nn.layer_norm_row(row, p[f"{name}.g"], p.get(f"{name}.b"), eps)
+        return out, None
+    if config.norm == "rmsnorm":
+        return nn.rms_norm_forward(x, p[f"{name}.g"], config.layer_norm_epsilon, out=out)
+    return nn.layer_norm_forward(x, p[f"{name}.g"], p.get(f"{name}.b"), config.layer_norm_epsilon,
+                                 out=out, xhat_out=out)
+
+
+def _attention_forward(h, p, config, rope, ws, kv, pos, probs_out):
+    T = h.shape[1]
+    qkv, c_qkv = nn.linear_forward(h, p["attn.c_attn.w"], p.get("attn.c_attn.b"), out=_buf(ws, "qkv"))
+    q, k, v = split_qkv(qkv, config.n_head, config.kv_heads)  # (B, H|Hkv, T, hd) views
+    if rope is not None:
+        cos, sin = rope[0][pos:pos + T], rope[1][pos:pos + T]  # (T, r)
+        q = nn.rotary_forward(q, cos, sin, out=_buf(ws, "q"))  # (B, H, T, hd)
+        k = nn.rotary_forward(k, cos, sin, out=_buf(ws, "k"))
+    if kv is not None:
+        K, V = kv  # (Hkv, block, hd)
+        K[:, pos:pos + T], V[:, pos:pos + T] = k[0], v[0]
+        k, v = K[None, :, :pos + T], V[None, :, :pos + T]  # (1, Hkv, P, hd)
+    if probs_out is None and ws is not None and pos == 0:
+        probs_out = ws["S"]
+    y, c_a = nn.grouped_attention_forward(q, k, v, out=_buf(ws, "y"), probs_out=probs_out)
+    o, c_o = nn.linear_forward(y, p["attn.c_proj.w"], p.get("attn.c_proj.b"), out=_buf(ws, "a"))
+    return o, (c_qkv, c_a, c_o)
+
+
+def _mlp_forward(h, p, config, ws):
+    u, c_fc = nn.linear_forward(h, p["mlp.c_fc.w"], p.get("mlp.c_fc.b"), out=_buf(ws, "u"))  # (B, T, F|2F)
+    inplace = u if ws is not None else None
+    if config.mlp == "gelu_tanh":
+        act, c_act = nn.gelu_forward(u, out=inplace, tanh_out=_buf(ws, "t"))
+    elif config.mlp == "gelu":
+        act, c_act = nn.gelu_erf_forward(u, out=inplace)
+    else:
+        act, c_act = nn.swiglu_forward(u, out=_buf(ws, "t"))  # (B, T, F)
+    m, c_proj = nn.linear_forward(act, p["mlp.c_proj.w"], p.get("mlp.c_proj.b"), out=_buf(ws, "h"))
+    return m, (c_fc, c_act, c_proj)
+
+
+# ----------------------------------------------------------------------------- backward
+def block_backward(dx, cache, g, config, rope=None):
+    """Gradient of :func:`block_forward` (training cache): writes this block's parameter
+    gradients into the dict ``g`` (keys like ``p``) and returns d loss / d x (B, T, C)."""
+    c_n1, c_att, c_d1, c_n2, c_mlp, c_d2 = cache
+    dh = _mlp_backward(nn.dropout_backward(dx, c_d2), c_mlp, g, config)
+    d_norm = norm_backward(dh, c_n2, g, "ln_2", config)
+    if config.parallel_residual:
+        da, dx = dx, dx + d_norm
+    else:
+        dx = dx + d_norm
+        da = dx
+    dh = _attention_backward(nn.dropout_backward(da, c_d1), c_att, g, config, rope)
+    dx += norm_backward(dh, c_n1, g, "ln_1", config)
+    return dx
+
+
+def norm_backward(dy, cache, g, name: str, config):
+    """Gradient of :func:`norm_forward`: writes ``g[name.g]`` (and ``.b``), returns dx."""
+    if config.norm == "rmsnorm":
+        dx, g[f"{name}.g"][...] = nn.rms_norm_backward(dy, cache)
+        return dx
+    dx, dgain, dbias = nn.layer_norm_backward(dy, cache)
+    g[f"{name}.g"][...] = dgain
+    if f"{name}.b" in g:
+        g[f"{name}.b"][...] = dbias
+    return dx
+
+
+def _attention_backward(da, cache, g, config, rope):
+    c_qkv, c_a, c_o = cache
+    dy, _, _ = nn.linear_backward(da, c_o, g["attn.c_proj.w"], g.get("attn.c_proj.b"))
+    dq, dk, dv = nn.grouped_attention_backward(dy, c_a)  # (B, H|Hkv, T, hd)
+    B, T = dy.shape[:2]
+    dqkv = np.empty((B, T, g["attn.c_attn.w"].shape[1]), dtype=dy.dtype)
+    vq, vk, vv = split_qkv(dqkv, config.n_head, config.kv_heads)  # views into dqkv
+    if rope is not None:
+        cos, sin = rope[0][:T], rope[1][:T]
+        nn.rotary_backward(dq, cos, sin, out=vq)
+        nn.rotary_backward(dk, cos, sin, out=vk)
+    else:
+        vq[...], vk[...] = dq, dk
+    vv[...] = dv
+    dh, _, _ = nn.linear_backward(dqkv, c_qkv, g["attn.c_attn.w"], g.get("attn.c_attn.b"))
+    return dh
+
+
+def _mlp_backward(dm, cache, g, config):
+    c_fc, c_act, c_proj = cache
+    dact, _, _ = nn.linear_backward(dm, c_proj, g["mlp.c_proj.w"], g.get("mlp.c_proj.b"))
+    if config.mlp == "gelu_tanh":
+        du = nn.gelu_backward(dact, c_act)
+    elif config.mlp == "gelu":
+        du = nn.gelu_erf_backward(dact, c_act)
+    else:
+        du = nn.swiglu_backward(dact, c_act)
+    dh, _, _ = nn.linear_backward(du, c_fc, g["mlp.c_fc.w"], g.get("mlp.c_fc.b"))
+    return dh

@@ -1,0 +1,190 @@
+"""Llama, Qwen2 and GPT-NeoX import: logits, gradients and cached decoding against HF
+transformers, plus the refusals. Fixtures: tests/fixtures/make_hf_models.py (no torch here)."""
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from seqprob.errors import CheckpointError, SeqProbFileError
+from seqprob.gpt import GPT
+from seqprob.gpt.hf import _params, config_from_hf
+
+HF = Path(__file__).parent / "fixtures" / "hf_models"
+VARIANTS = ["llama_gqa", "llama_mqa_l3", "llama_hub4", "qwen2", "neox", "neox_seq4", "llama_bias", "sharded",
+            "bf16"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype, tol", [("float32", 1e-4), ("float64", 1e-9)])
+def test_logits_match_transformers(variant, dtype, tol):
+    folder = HF / variant
+    model = GPT.from_hf(folder, dtype=dtype)
+    ids = np.load(folder / "ids.npy")
+    ref = np.load(folder / ("logits_f32.npy" if dtype == "float32" else "logits_f64.npy"))
+    got = model.logits(ids)
+    assert got.dtype == np.dtype(dtype)
+    assert np.abs(got - ref).max() < tol
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_cached_decode_equals_uncached_forward(variant):
+    model = GPT.from_hf(HF / variant, dtype="float64")
+    ids = np.load(HF / variant / "ids.npy")[0]
+    state, rows = model.start(ids[:1]), []
+    rows.append(state.logprobs)
+    for tok in ids[1:]:
+        state = model.step(state, int(tok))
+        rows.append(state.logprobs)
+    np.testing.assert_allclose(np.array(rows), model.logprobs(ids), atol=1e-10)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_gradients_match_pytorch_autograd(variant):
+    """HF's own float64 autograd gradients, mapped to seqprob's layout by the importer."""
+    folder = HF / variant
+    model = GPT.from_hf(folder, dtype="float64")
+    z = np.load(folder / "grads.npz")
+    loss, grads = model.loss_and_grads(z["batch"])
+    assert loss == pytest.approx(float(z["loss"]), abs=1e-12)
+    hf = json.loads((folder / "config.json").read_text())
+    ref = _params(hf["model_type"], {k[5:]: z[k] for k in z.files if k.startswith("grad/")}, {},
+                  model.config, hf)
+    assert sorted(ref) == sorted(grads)
+    for name, value in ref.items():
+        np.testing.assert_allclose(grads[name], value, atol=1e-10, err_msg=name)
+
+
+def test_configs_of_each_dialect():
+    gqa = GPT.from_hf(HF / "llama_gqa").config
+    got = (gqa.norm, gqa.mlp, gqa.positions, gqa.kv_heads, gqa.tie_weights)
+    assert got == ("rmsnorm", "swiglu", "rotary", 2, False)
+    hub4 = GPT.from_hf(HF / "llama_hub4").config
+    assert hub4.rope_theta == 500.0 and hub4.rope_scaling_dict == {"rope_type": "linear", "factor": 2.0}
+    neox = GPT.from_hf(HF / "neox_seq4").config
+    assert neox.rotary_fraction == 0.5 and not neox.parallel_residual and neox.mlp == "gelu"
+    qwen = GPT.from_hf(HF / "qwen2").config
+    assert qwen.has_qkv_bias and not qwen.bias and not qwen.has_mlp_bias
+
+
+def _copy(tmp_path, variant="llama_gqa") -> Path:
+    dst = tmp_path / variant
+    shutil.copytree(HF / variant, dst)
+    return dst
+
+
+def _edit(folder: Path, **change) -> None:
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.update(change)
+    (folder / "config.json").write_text(json.dumps(cfg))
+
+
+@pytest.mark.parametrize("change, text", [
+    (dict(model_type="mamba"), "unsupported architecture model_type='mamba'"),
+    (dict(model_type=None, architectures=["T5ForConditionalGeneration"]), "no supported architecture"),
+    (dict(hidden_act="gelu"), "hidden_act='gelu'"),
+    (dict(model_type="mistral", sliding_window=4), "sliding-window attention"),
+    (dict(layer_types=["sliding_attention", "full_attention"]), "sliding-window"),
+    (dict(rope_parameters={"rope_type": "yarn", "rope_theta": 1e4, "factor": 2.0}), "'yarn' is not supported"),
+    (dict(num_key_value_heads=3), "not divisible by n_kv_head=3"),
+    (dict(head_dim=8), "head_dim=8"),
+    (dict(vocab_size=10 ** 12), "exceeds the limit 16777216"),
+    (dict(hidden_size="16"), "'hidden_size' must be an integer"),
+    (dict(tie_word_embeddings="no"), "must be true or false"),
+    (dict(rope_parameters={"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.3}), "even integer"),
+    (dict(intermediate_size=30), r"gate_proj.weight.* has shape \(24, 16\), config.json needs \(30, 16\)"),
+])
+def test_bad_configs_are_refused(tmp_path, change, text):
+    folder = _copy(tmp_path)
+    _edit(folder, **change)
+    with pytest.raises(CheckpointError, match=text):
+        GPT.from_hf(folder)
+
+
+def test_bad_dtype_is_named():
+    from seqprob.errors import InputError
+    with pytest.raises(InputError, match="float16"):
+        GPT.from_hf(HF / "llama_gqa", dtype="float16")
+
+
+def test_config_json_that_is_a_list(tmp_path):
+    folder = _copy(tmp_path)
+    (folder / "config.json").write_text("[1, 2]")
+    with pytest.raises(CheckpointError, match="JSON object, got a list"):
+        GPT.from_hf(folder)
+    with pytest.raises(CheckpointError, match="JSON object"):
+        config_from_hf([])
+
+
+def test_missing_and_misshapen_tensors_are_named(tmp_path):
+    from seqprob.gpt.safetensors import load_file, save_file
+    folder = _copy(tmp_path, "qwen2")
+    tensors = load_file(folder / "model.safetensors")
+    del tensors["model.layers.1.self_attn.k_proj.bias"]
+    save_file(tensors, folder / "model.safetensors")
+    with pytest.raises(CheckpointError, match="'model.layers.1.self_attn.k_proj.bias' is missing"):
+        GPT.from_hf(folder)
+    tensors = load_file(HF / "qwen2" / "model.safetensors")
+    tensors["model.layers.0.mlp.up_proj.weight"] = tensors["model.layers.0.mlp.up_proj.weight"][:5]
+    save_file(tensors, folder / "model.safetensors")
+    where = r"'model.layers.0.mlp.up_proj.weight' in 'model.safetensors' has shape \(5, 16\)"
+    with pytest.raises(CheckpointError, match=where):
+        GPT.from_hf(folder)
+    tensors = load_file(HF / "qwen2" / "model.safetensors")
+    tensors["model.layers.0.self_attn.q_norm.weight"] = np.ones(4, np.float32)
+    save_file(tensors, folder / "model.safetensors")
+    with pytest.raises(CheckpointError, match="does not use.*q_norm"):
+        GPT.from_hf(folder)
+
+
+def _index(folder: Path) -> dict:
+    return json.loads((folder / "model.safetensors.index.json").read_text())
+
+
+@pytest.mark.parametrize("shard", ["../x.safetensors", "/etc/passwd", "sub/../../y.safetensors", ""])
+def test_shards_must_stay_inside_the_folder(tmp_path, shard):
+    folder = _copy(tmp_path, "sharded")
+    index = _index(folder)
+    first = next(iter(index["weight_map"]))
+    index["weight_map"][first] = shard
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(CheckpointError, match="shard"):
+        GPT.from_hf(folder)
+
+
+def test_symlinked_shard_pointing_outside_is_refused(tmp_path):
+    folder = _copy(tmp_path, "sharded")
+    name = sorted(p.name for p in folder.glob("model-*.safetensors"))[0]
+    outside = tmp_path / "outside.safetensors"
+    (folder / name).rename(outside)
+    os.symlink(outside, folder / name)
+    with pytest.raises(CheckpointError, match="outside the model folder"):
+        GPT.from_hf(folder)
+
+
+def test_missing_shard_is_named(tmp_path):
+    folder = _copy(tmp_path, "sharded")
+    name = sorted(p.name for p in folder.glob("model-*.safetensors"))[-1]
+    (folder / name).unlink()
+    with pytest.raises(CheckpointError, match=f"missing shard '{name}'"):
+        GPT.from_hf(folder)
+
+
+def test_no_weights_file(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    shutil.copy(HF / "llama_gqa" / "config.json", folder)
+    with pytest.raises(SeqProbFileError, match="no model.safetensors"):
+        GPT.from_hf(folder)
+
+
+def test_f16_weights_load(tmp_path):
+    from seqprob.gpt.safetensors import load_file, save_file
+    folder = _copy(tmp_path)
+    tensors = load_file(folder / "model.safetensors")
+    save_file({k: v.astype(np.float16) for k, v in tensors.items()}, folder / "model.safetensors")
+    model = GPT.from_hf(folder, dtype="float64")
+    assert model.params["wte"].dtype == np.float64
+    np.testing.assert_array_equal(model.params["wte"], tensors["model.embed_tokens.weight"].astype(np.float16))

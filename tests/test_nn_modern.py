@@ -1,0 +1,102 @@
+"""nn pairs of modern decoders: RMSNorm, exact GELU, SwiGLU, rotary, grouped-query attention.
+Each backward against float64 central differences; invariants as properties."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seqprob import nn
+from budget import examples
+
+
+def numeric_grad(f, x, eps=1e-6):
+    g = np.zeros_like(x)
+    flat, gflat = x.reshape(-1), g.reshape(-1)
+    for i in range(flat.size):
+        old = flat[i]
+        flat[i] = old + eps
+        hi = f()
+        flat[i] = old - eps
+        lo = f()
+        flat[i] = old
+        gflat[i] = (hi - lo) / (2 * eps)
+    return g
+
+
+seeds = st.integers(0, 10_000)
+
+
+@settings(max_examples=examples(20), deadline=None)
+@given(seed=seeds, C=st.integers(1, 6))
+def test_rms_norm_backward(seed, C):
+    rng = np.random.default_rng(seed)
+    x, g, w = rng.standard_normal((2, 3, C)), rng.standard_normal(C), rng.standard_normal((2, 3, C))
+    y, cache = nn.rms_norm_forward(x, g, 1e-5)
+    dx, dg = nn.rms_norm_backward(w, cache)
+    loss = lambda: float((nn.rms_norm_forward(x, g, 1e-5)[0] * w).sum())  # noqa: E731
+    np.testing.assert_allclose(dx, numeric_grad(loss, x), atol=1e-6)
+    np.testing.assert_allclose(dg, numeric_grad(loss, g), atol=1e-6)
+    row = nn.rms_norm_row(x[0, 0], g, 1e-5)
+    np.testing.assert_allclose(row, y[0, 0], atol=1e-14)
+
+
+@settings(max_examples=examples(20), deadline=None)
+@given(seed=seeds)
+def test_gelu_erf_and_swiglu_backward(seed):
+    rng = np.random.default_rng(seed)
+    x, w = 3 * rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    _, cache = nn.gelu_erf_forward(x)
+    loss = lambda: float((nn.gelu_erf_forward(x)[0] * w).sum())  # noqa: E731
+    np.testing.assert_allclose(nn.gelu_erf_backward(w, cache), numeric_grad(loss, x), atol=1e-6)
+    w2 = w[:, :2]
+    _, cache = nn.swiglu_forward(x)
+    loss = lambda: float((nn.swiglu_forward(x)[0] * w2).sum())  # noqa: E731
+    np.testing.assert_allclose(nn.swiglu_backward(w2, cache), numeric_grad(loss, x), atol=1e-6)
+
+
+def test_gelu_erf_known_values_and_swiglu_extremes():
+    y, _ = nn.gelu_erf_forward(np.array([-1.0, 0.0, 1.0]))
+    np.testing.assert_allclose(y, [-0.15865525393145707, 0.0, 0.8413447460685429], atol=1e-15)
+    y, _ = nn.swiglu_forward(np.array([[-1000.0, 1000.0, 2.0, 3.0]], dtype=np.float32))
+    assert np.isfinite(y).all() and y[0, 0] == 0.0 and y[0, 1] == pytest.approx(3000.0)
+
+
+@settings(max_examples=examples(20), deadline=None)
+@given(seed=seeds, r=st.integers(1, 3), extra=st.integers(0, 2))
+def test_rotary_is_a_rotation_and_its_backward_the_inverse(seed, r, extra):
+    rng = np.random.default_rng(seed)
+    hd, T = 2 * r + extra, 5
+    x = rng.standard_normal((2, T, hd))
+    ang = rng.standard_normal((T, r)) * 3
+    cos, sin = np.cos(ang), np.sin(ang)
+    y = nn.rotary_forward(x, cos, sin)
+    np.testing.assert_allclose(np.linalg.norm(y, axis=-1), np.linalg.norm(x, axis=-1), atol=1e-12)
+    np.testing.assert_allclose(nn.rotary_backward(y, cos, sin), x, atol=1e-12)
+    np.testing.assert_array_equal(y[..., 2 * r:], x[..., 2 * r:])
+
+
+@settings(max_examples=examples(15), deadline=None)
+@given(seed=seeds, B=st.integers(1, 2), Hkv=st.integers(1, 2), G=st.integers(1, 3), T=st.integers(1, 5))
+def test_grouped_attention_backward_and_group_sharing(seed, B, Hkv, G, T):
+    rng = np.random.default_rng(seed)
+    hd, H = 3, Hkv * G
+    q = rng.standard_normal((B, H, T, hd))
+    k, v = rng.standard_normal((B, Hkv, T, hd)), rng.standard_normal((B, Hkv, T, hd))
+    w = rng.standard_normal((B, T, H * hd))
+    y, cache = nn.grouped_attention_forward(q, k, v, q_block=2)
+    dq, dk, dv = nn.grouped_attention_backward(w, cache)
+    loss = lambda: float((nn.grouped_attention_forward(q, k, v, q_block=2)[0] * w).sum())  # noqa: E731
+    for got, arr in ((dq, q), (dk, k), (dv, v)):
+        np.testing.assert_allclose(got, numeric_grad(loss, arr), atol=1e-6)
+    # repeating each kv head G times gives multi-head attention (nn.attention_forward)
+    kr, vr = np.repeat(k, G, axis=1), np.repeat(v, G, axis=1)
+    qkv = np.concatenate([z.transpose(0, 2, 1, 3).reshape(B, T, H * hd) for z in (q, kr, vr)], axis=-1)
+    np.testing.assert_allclose(y, nn.attention_forward(qkv, H)[0], atol=1e-12)
+
+
+def test_one_query_decoding_path_equals_the_general_path():
+    rng = np.random.default_rng(0)
+    q, k, v = rng.standard_normal((1, 4, 1, 3)), rng.standard_normal((1, 2, 6, 3)), rng.standard_normal((1, 2, 6, 3))
+    fast = nn.grouped_attention_forward(q, k, v, out=np.empty((1, 1, 12)))[0]
+    general, _ = nn.grouped_attention_forward(q, k, v)
+    np.testing.assert_allclose(fast, general, atol=1e-14)
