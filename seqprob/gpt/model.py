@@ -177,10 +177,11 @@ class GPT(BaseLanguageModel):
 
         Examples
         --------
-        >>> from seqprob.tokenizers import TiktokenTokenizer                # doctest: +SKIP
-        >>> gpt2 = GPT.from_hf("gpt2/", dtype="float64",
-        ...                    tokenizer=TiktokenTokenizer("gpt2.tiktoken"))  # doctest: +SKIP
-        >>> sp.score(gpt2, ["Hello world"])                                  # doctest: +SKIP
+        With a downloaded checkpoint and encoding (not run here: it needs the files)::
+
+            from seqprob.tokenizers import TiktokenTokenizer
+            gpt2 = GPT.from_hf("gpt2/", dtype="float64", tokenizer=TiktokenTokenizer("gpt2.tiktoken"))
+            sp.score(gpt2, ["Hello world"])
         """
         from .hf import from_hf
         return from_hf(path, dtype=dtype, tokenizer=tokenizer, cls=cls)

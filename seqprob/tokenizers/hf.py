@@ -69,9 +69,10 @@ class HFTokenizer(Tokenizer):
 
     Examples
     --------
-    >>> tok = HFTokenizer("checkpoint/tokenizer.json")     # doctest: +SKIP
-    >>> tok.encode("Hello world"), tok.word_boundary        # doctest: +SKIP
-    ([15496, 995], 'leading_space')
+    With a checkpoint's own file (not run here: it needs the file)::
+
+        tok = HFTokenizer("checkpoint/tokenizer.json")
+        tok.encode("Hello world"), tok.word_boundary    # ([15496, 995], 'leading_space')
     """
 
     kind = "hf"

@@ -380,9 +380,10 @@ class TiktokenTokenizer(EncodingTokenizer):
 
     Examples
     --------
-    >>> tok = TiktokenTokenizer("my_bpe.tiktoken")            # doctest: +SKIP
-    >>> tok.decode(tok.encode("hello world"))                  # doctest: +SKIP
-    'hello world'
+    With a file of your own (not run here: it needs the file)::
+
+        tok = TiktokenTokenizer("my_bpe.tiktoken")
+        tok.decode(tok.encode("hello world"))          # 'hello world'
     """
 
     kind = "tiktoken"

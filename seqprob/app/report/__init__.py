@@ -5,9 +5,10 @@ model, then looks at sampling, sparsity, learning curves, attention, the logit l
 embeddings and calibration. Each figure is written as PNG and SVG, and ``report.html`` embeds
 them (data URIs), with the tables and the settings used, so the page works offline and alone.
 
->>> from seqprob.report import build_report          # doctest: +SKIP
->>> build_report("out/", quick=True)                   # doctest: +SKIP
-PosixPath('out/report.html')
+Usage (not run as a doctest: it writes a folder of figures)::
+
+    from seqprob.app.report import build_report
+    build_report("out/", quick=True)                   # PosixPath('out/report.html')
 """
 from __future__ import annotations
 
