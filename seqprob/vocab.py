@@ -5,7 +5,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .errors import InputError, TokenIdError, UnknownTokenError
+from ._io import check_text
+from ._schema import MAX_VOCAB, typed
+from .errors import FileFormatError, InputError, TokenIdError, UnknownTokenError
 
 __all__ = ["Vocab", "BOS", "EOS", "UNK"]
 
@@ -32,6 +34,9 @@ class Vocab:
 
     def __init__(self, tokens: Sequence[str], bos: str | None = BOS, eos: str | None = EOS,
                  unk: str | None = UNK):
+        if isinstance(tokens, (str, bytes, dict)):
+            raise InputError(f"tokens must be a sequence of token strings, got {type(tokens).__name__} "
+                             f"{tokens!r:.40}", value=type(tokens).__name__)
         self.tokens = tuple(str(t) for t in tokens)
         if not self.tokens:
             raise InputError("a vocabulary needs at least one token")
@@ -114,12 +119,26 @@ class Vocab:
         return {"tokens": list(self.tokens), "bos": self.bos, "eos": self.eos, "unk": self.unk}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Vocab":
-        """Inverse of :meth:`to_dict`; malformed data raises :class:`InputError`."""
-        try:
-            return cls(data["tokens"], bos=data.get("bos"), eos=data.get("eos"), unk=data.get("unk"))
-        except (KeyError, TypeError) as exc:
-            raise InputError(f"malformed vocabulary data: missing or bad {exc}") from None
+    def from_dict(cls, data: dict, source: str = "vocabulary data") -> "Vocab":
+        """Inverse of :meth:`to_dict`; data off the schema raises :class:`FileFormatError`.
+
+        Schema: ``tokens`` a list of at most ``MAX_VOCAB`` unique, non-empty strings (no lone
+        surrogates); ``bos``, ``eos``, ``unk`` each a string among the tokens, or null/absent.
+        """
+        typed(data, dict, "vocab", source)
+        if "tokens" not in data:
+            raise FileFormatError(f"{source}: missing field 'tokens'", field="tokens")
+        tokens = typed(data["tokens"], list, "tokens", source)
+        if len(tokens) > MAX_VOCAB:
+            raise FileFormatError(f"{source}: field 'tokens' holds {len(tokens)} tokens, more than the "
+                                  f"limit {MAX_VOCAB}", field="tokens", value=len(tokens), limit=MAX_VOCAB)
+        for i, token in enumerate(tokens):
+            typed(token, str, f"tokens[{i}]", source)
+            if not token:
+                raise FileFormatError(f"{source}: field 'tokens[{i}]' is the empty string", field=f"tokens[{i}]")
+            check_text(token, f"{source}: tokens[{i}]")
+        roles = {role: typed(data.get(role), (str, type(None)), role, source) for role in ("bos", "eos", "unk")}
+        return cls(tokens, **roles)
 
 
 def check_ids(ids, vocab_size: int, name: str = "ids", allow_empty: bool = False) -> np.ndarray:
