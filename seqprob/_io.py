@@ -110,11 +110,11 @@ def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        _reraise_write_error(exc, path)
+        raise_write_error(exc, path)
         raise
 
 
-def _reraise_write_error(exc: BaseException, path: Path) -> None:
+def raise_write_error(exc: BaseException, path: Path) -> None:
     """Turn an OSError or UnicodeEncodeError met while writing ``path`` into a SeqProbError."""
     if isinstance(exc, SeqProbError):
         return

@@ -159,7 +159,21 @@ def _check_temperature(temperature) -> float:
     return t
 
 
-def entropy(logp, axis: int = -1, base: float = math.e) -> np.ndarray:
+def _check_normalized(arr: np.ndarray, axis: int) -> None:
+    """InputError unless every distribution along ``axis`` has logsumexp 0 (sum p = 1)."""
+    tol = max(1e-6, 1000 * float(np.finfo(arr.dtype).eps))
+    with np.errstate(divide="ignore"):
+        total = logsumexp(arr.astype(np.float64), axis=axis)
+    off = np.abs(total) > tol
+    if off.any():
+        where = tuple(int(i) for i in np.argwhere(np.atleast_1d(off))[0])
+        value = float(np.atleast_1d(total)[where])
+        raise InputError(f"entropy needs normalized log-probabilities, but distribution {where} has "
+                         f"logsumexp {value:.6g} (sum p = {math.exp(min(value, 700)):.6g}, tolerance "
+                         f"{tol:g}): apply log_softmax to logits first", value=value, limit=tol)
+
+
+def entropy(logp, axis: int = -1, base: float = math.e, check_normalized: bool = True) -> np.ndarray:
     """Entropy H = -sum p log p of distributions given as log-probabilities.
 
     Parameters
@@ -170,6 +184,10 @@ def entropy(logp, axis: int = -1, base: float = math.e) -> np.ndarray:
         The vocabulary axis (last by default).
     base : float
         Logarithm base of the result: e (nats, default) or 2 (bits).
+    check_normalized : bool
+        Raise :class:`InputError` when a distribution's ``logsumexp`` is not 0 (within
+        ``max(1e-6, 1000 * eps)`` of the dtype): logits are not log-probabilities, apply
+        :func:`log_softmax` first. Turn off only for knowingly unnormalized scores.
 
     Notes
     -----
@@ -182,6 +200,8 @@ def entropy(logp, axis: int = -1, base: float = math.e) -> np.ndarray:
     """
     arr = _as_float_array(logp, "log-probabilities", axis=axis)
     _check_finite_logits(arr, "log-probabilities")
+    if check_normalized:
+        _check_normalized(arr, axis)
     p = np.exp(arr)
     terms = np.where(p > 0, -p * np.where(np.isfinite(arr), arr, 0.0), 0.0)
     h = terms.sum(axis=axis)

@@ -9,7 +9,7 @@ from ._io import check_text
 from ._schema import MAX_VOCAB, typed
 from .errors import FileFormatError, InputError, TokenIdError, UnknownTokenError
 
-__all__ = ["Vocab", "BOS", "EOS", "UNK"]
+__all__ = ["Vocab", "BOS", "EOS", "UNK", "check_ids", "check_token_id"]
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 
@@ -139,6 +139,20 @@ class Vocab:
             check_text(token, f"{source}: tokens[{i}]")
         roles = {role: typed(data.get(role), (str, type(None)), role, source) for role in ("bos", "eos", "unk")}
         return cls(tokens, **roles)
+
+
+def check_token_id(token_id, vocab_size: int, name: str = "token_id") -> int:
+    """One token id: an integer (Python or numpy, not bool) in [0, vocab_size).
+
+    Examples
+    --------
+    >>> check_token_id(np.int64(2), 3)
+    2
+    """
+    if isinstance(token_id, (bool, np.bool_)) or np.ndim(token_id) != 0:
+        shown = f"{type(token_id).__name__} {token_id!r:.40}"
+        raise InputError(f"{name} must be one integer token id, got {shown}", value=shown)
+    return int(check_ids(np.asarray([token_id]), vocab_size, name=name)[0])
 
 
 def check_ids(ids, vocab_size: int, name: str = "ids", allow_empty: bool = False) -> np.ndarray:

@@ -16,7 +16,7 @@ import numpy as np
 from .. import nn
 from ..base import BaseLanguageModel
 from ..errors import ContextLengthError, InputError
-from ..vocab import Vocab, check_ids
+from ..vocab import Vocab, check_ids, check_token_id
 from .config import GPTConfig
 from .params import BLOCK_KEYS, FlatParams, decay_names, init_params, param_shapes
 
@@ -711,7 +711,7 @@ class GPT(BaseLanguageModel):
         """
         if not isinstance(state, GPTState):
             raise InputError(f"step() needs a state from GPT.start(), got {type(state).__name__}")
-        tok = int(check_ids(np.asarray([token_id]), self.config.vocab_size, name="token_id")[0])
+        tok = check_token_id(token_id, self.config.vocab_size)
         cache, pos = state._cache, state.length
         if pos == self.config.block_size:
             ctx = np.append(cache.ids[1:pos], tok)
