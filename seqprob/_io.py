@@ -252,7 +252,9 @@ def _read_file_lines(path: str, strip: bool) -> Iterator[str]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise InputError(f"{path!r} line {lineno}: not valid UTF-8 ({exc.reason} at byte {exc.start})",
+                where = "stdin" if path == "-" else repr(path)
+                raise InputError(f"{where} line {lineno}: not valid UTF-8 ({exc.reason} at byte {exc.start}; "
+                                 f"see docs/text-policy.md)",
                                  path=path, line=lineno) from exc
             yield line.strip() if strip else line.rstrip("\r\n")
     except (OSError, EOFError, zlib.error) as exc:

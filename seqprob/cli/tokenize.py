@@ -5,6 +5,7 @@ import argparse
 import sys
 
 from ..errors import InputError
+from .._io import read_lines
 from ._common import add_format_option, print_frame
 
 __all__ = ["register", "resolve_tokenizer", "tokenize_table"]
@@ -79,7 +80,7 @@ def run(args) -> int:
     texts = []
     for text in args.texts:
         if text == "-":
-            texts.extend(line.rstrip("\n") for line in sys.stdin)
+            texts.extend(read_lines("-", strip=False))  # non-UTF-8 bytes: an error naming the line
         else:
             texts.append(text)
     if not texts or not any(texts):
