@@ -165,7 +165,7 @@ def check_ranks(ranks: Mapping[bytes, int], source: str) -> None:
     missing = [b for b in range(256) if bytes([b]) not in ranks]
     if missing:
         shown = ", ".join(f"0x{b:02x}" for b in missing[:10]) + (" ..." if len(missing) > 10 else "")
-        raise TokenizerError(f"{source}: {len(missing)} of the 256 single-byte tokens are missing "
+        raise TokenizerError(f"{source}: field 'mergeable_ranks': {len(missing)} of the 256 single-byte tokens are missing "
                              f"({shown}); a byte-level encoding needs all 256", missing=missing)
     values = list(ranks.values())
     if len(set(values)) != len(values):
@@ -422,6 +422,7 @@ class EncodingTokenizer(Tokenizer):
         """(name, pattern, ranks, special tokens) of a saved encoding, each validated."""
         name = typed(_field(data, "name", source), str, "name", source)
         pattern = typed(_field(data, "pattern", source), str, "pattern", source)
+        check_pattern(pattern, source)
         specials = check_special_tokens(_field(data, "special_tokens", source), source)
         return name, pattern, cls._ranks_from_dict(data, source), specials
 
