@@ -23,14 +23,17 @@ LN10 = math.log(10.0)
 
 def _as_float_array(x, name: str = "logits", axis: int = -1) -> np.ndarray:
     """``x`` as a float array with a non-empty ``axis`` (integers become float64)."""
-    arr = np.asarray(x)
+    try:
+        arr = np.asarray(x)
+    except (ValueError, TypeError) as exc:  # ragged nested sequences
+        raise InputError(f"{name} must be a rectangular numeric array: {exc}") from None
     if arr.dtype.kind not in "fiu":
         raise InputError(f"{name} must be a numeric array, got dtype {arr.dtype}", dtype=str(arr.dtype))
     if arr.dtype.kind != "f":
         arr = arr.astype(np.float64)
     if arr.ndim == 0:
         raise InputError(f"{name} must be an array with at least one axis, got a scalar", shape=())
-    if not isinstance(axis, (int, np.integer)) or not -arr.ndim <= axis < arr.ndim:
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)) or not -arr.ndim <= axis < arr.ndim:
         raise InputError(f"axis {axis!r} is out of range for {name} of shape {arr.shape}",
                          value=axis, shape=arr.shape)
     if arr.shape[axis] == 0:

@@ -49,6 +49,9 @@ class _Encoded:
 
 def _model_tokenizer(model, tokenizer):
     if tokenizer is not None:
+        if not all(callable(getattr(tokenizer, m, None)) for m in ("encode", "pieces", "token_strings")):
+            raise InputError(f"tokenizer must be a seqprob Tokenizer, got {type(tokenizer).__name__} "
+                             f"{tokenizer!r:.40}", value=type(tokenizer).__name__)
         return tokenizer
     return getattr(model, "tokenizer", None)
 

@@ -37,7 +37,11 @@ class Vocab:
         if isinstance(tokens, (str, bytes, dict)):
             raise InputError(f"tokens must be a sequence of token strings, got {type(tokens).__name__} "
                              f"{tokens!r:.40}", value=type(tokens).__name__)
-        self.tokens = tuple(str(t) for t in tokens)
+        try:
+            self.tokens = tuple(str(t) for t in tokens)
+        except TypeError:
+            raise InputError(f"tokens must be a sequence of token strings, got {type(tokens).__name__}",
+                             value=type(tokens).__name__) from None
         if not self.tokens:
             raise InputError("a vocabulary needs at least one token")
         self._index = {t: i for i, t in enumerate(self.tokens)}
@@ -52,6 +56,9 @@ class Vocab:
     def _special_id(self, token, role):
         if token is None:
             return None
+        if not isinstance(token, str):
+            raise InputError(f"{role} must be a token string or None, got {type(token).__name__} "
+                             f"{token!r:.40}", value=type(token).__name__)
         if token not in self._index:
             raise InputError(f"{role} token {token!r} is not in the vocabulary", token=token)
         return self._index[token]
@@ -149,7 +156,11 @@ def check_token_id(token_id, vocab_size: int, name: str = "token_id") -> int:
     >>> check_token_id(np.int64(2), 3)
     2
     """
-    if isinstance(token_id, (bool, np.bool_)) or np.ndim(token_id) != 0:
+    try:
+        scalar = np.ndim(token_id) == 0
+    except ValueError:  # ragged nested lists
+        scalar = False
+    if isinstance(token_id, (bool, np.bool_)) or not scalar:
         shown = f"{type(token_id).__name__} {token_id!r:.40}"
         raise InputError(f"{name} must be one integer token id, got {shown}", value=shown)
     return int(check_ids(np.asarray([token_id]), vocab_size, name=name)[0])
