@@ -479,6 +479,9 @@ class TiktokenTokenizer(EncodingTokenizer):
         elif spec in KNOWN_ENCODINGS:
             (ranks, self.source_), name = _load_named_ranks(spec), spec
             self.named_ = True
+        elif path.exists():
+            raise SeqProbFileError(f"tokenizer file {spec!r} is a folder (or not a regular file), not "
+                                   f"a .tiktoken file", path=spec)
         elif path.suffix or os.sep in spec or "/" in spec:
             raise SeqProbFileError(f"tokenizer file {spec!r} does not exist (known tiktoken "
                                    f"encoding names: {', '.join(KNOWN_ENCODINGS)})", path=spec)
