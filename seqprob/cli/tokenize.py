@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..errors import InputError
 from .._io import read_lines

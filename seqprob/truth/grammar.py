@@ -20,7 +20,7 @@ from .._io import atomic_write
 from ..base import BaseLanguageModel
 from ..errors import GrammarError, InputError
 from ..tokenizers import WhitespaceTokenizer
-from ..vocab import BOS, EOS, UNK, Vocab, check_ids, check_token_id
+from ..vocab import BOS, EOS, UNK, Vocab, check_token_id
 from ._spec import ParsedSpec, parse_spec, read_spec_file
 
 __all__ = ["ProbabilisticGrammar", "GrammarState", "GrammarEntropy"]

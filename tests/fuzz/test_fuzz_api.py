@@ -226,3 +226,18 @@ def test_vocab_with_hostile_tokens():
     check()
     with pytest.raises(sp.errors.InputError, match="sequence of token strings"):
         sp.Vocab("abc", bos=None, eos=None, unk=None)
+
+
+def test_bytes_corpus_message_says_decode_it(models):
+    tok, by_name = models
+    for bad in (b"the cat", [b"the cat"]):
+        with pytest.raises(sp.errors.InputError, match="got bytes.*decode it first"):
+            sp.perplexity(by_name["kn"], bad, tokenizer=tok)
+
+
+def test_a_folder_given_as_a_tokenizer_file_is_named_a_folder(tmp_path):
+    (tmp_path / "enc.tiktoken").mkdir()
+    for call in (lambda: sp.TiktokenTokenizer(tmp_path / "enc.tiktoken"),
+                 lambda: sp.load_tokenizer(tmp_path / "enc.tiktoken"), lambda: sp.load_tokenizer(tmp_path)):
+        with pytest.raises(sp.errors.SeqProbFileError, match="folder"):
+            call()
