@@ -177,22 +177,22 @@ PATTERN_PROBE = ("Hello, World! It's 2024--isn't it?  ünïcödé 日本語 😀
                  "new\nlines \x00nul \u00a0nbsp   trailing  ")
 
 
-def check_pattern(pattern, name: str) -> None:
+def check_pattern(pattern, name: str, error=TokenizerError) -> None:
     """A pre-tokenization regex must compile and its matches must cover the text they split:
     ``"".join(findall(p, text)) == text`` on :data:`PATTERN_PROBE`, else ``decode(encode(x))``
     would lose characters (and an empty pattern makes tiktoken panic)."""
     import regex
 
     if not isinstance(pattern, str) or not pattern:
-        raise TokenizerError(f"{name}: pattern must be a non-empty regular expression, got {pattern!r}",
+        raise error(f"{name}: pattern must be a non-empty regular expression, got {pattern!r}",
                              pattern=pattern, field="pattern")
     try:
         pieces = regex.findall(pattern, PATTERN_PROBE, timeout=1.0)
     except (regex.error, TimeoutError, RecursionError, OverflowError, ValueError) as exc:
-        raise TokenizerError(f"{name}: invalid pre-tokenization pattern {pattern!r}: {exc}",
+        raise error(f"{name}: invalid pre-tokenization pattern {pattern!r}: {exc}",
                              pattern=pattern, field="pattern") from None
     if not all(isinstance(p, str) for p in pieces) or "".join(pieces) != PATTERN_PROBE:
-        raise TokenizerError(f"{name}: pattern {pattern!r} does not cover every character of a text "
+        raise error(f"{name}: pattern {pattern!r} does not cover every character of a text "
                              f"(its matches drop or reorder text, so decode(encode(x)) != x; groups "
                              f"must be non-capturing)", pattern=pattern, field="pattern")
 
@@ -422,7 +422,7 @@ class EncodingTokenizer(Tokenizer):
         """(name, pattern, ranks, special tokens) of a saved encoding, each validated."""
         name = typed(_field(data, "name", source), str, "name", source)
         pattern = typed(_field(data, "pattern", source), str, "pattern", source)
-        check_pattern(pattern, source)
+        check_pattern(pattern, source, error=FileFormatError)
         specials = check_special_tokens(_field(data, "special_tokens", source), source)
         return name, pattern, cls._ranks_from_dict(data, source), specials
 
