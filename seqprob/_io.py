@@ -14,7 +14,6 @@ import os
 import secrets
 import shutil
 import sys
-import tempfile
 import zlib
 from pathlib import Path
 from typing import Iterator
@@ -217,8 +216,10 @@ def ensure_writable_dir(path) -> Path:
     path = Path(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".write-test.", delete=True)
-        probe.close()
+        remove_stale_temps(path / "write-test")
+        probe = temp_name(path / "write-test")  # .write-test.seqprob-tmp-PID-RANDOM
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.unlink(probe)
     except OSError as exc:
         raise SeqProbFileError(f"output folder {str(path)!r} is not writable: {exc.strerror or exc}",
                                path=str(path)) from exc
