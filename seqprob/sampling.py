@@ -133,7 +133,8 @@ def sample(model, prompt: str = "", tokenizer=None, max_new_tokens: int = 50,
         raise InputError("sample() needs a tokenizer: pass tokenizer=... (or use generate() with ids)")
     if model.vocab.bos_id is None:
         raise InputError("sample() needs a model whose vocabulary has a BOS token")
-    prompt_ids = tok.encode(check_text(prompt, "prompt")) if check_text(prompt, "prompt") else []
+    prompt = check_text(prompt, "prompt")
+    prompt_ids = tok.encode(prompt) if prompt else []
     prefix = [model.vocab.bos_id] + list(prompt_ids)
     # sample i uses the i-th child of SeedSequence(seed) (the seed is checked by _rng)
     seeds = [seed] if n is None else _rng(seed).bit_generator.seed_seq.spawn(_check_int(n, "n", 0))
