@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import seqprob as sp
+from seqprob.gpt import safetensors
 from seqprob.gpt.checkpoint import load_checkpoint, save_checkpoint
 
 from _mutate import dumps, mutated_bytes, mutated_json, outcome
@@ -108,7 +109,7 @@ def test_hf_shard_index_cannot_point_outside_the_folder(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (folder / "model.safetensors").rename(elsewhere / "model.safetensors")
-    header = sp.gpt.safetensors.read_header(elsewhere / "model.safetensors")[0]
+    header = safetensors.read_header(elsewhere / "model.safetensors")[0]
     weight_map = {name: "../elsewhere/model.safetensors" for name in header if name != "__metadata__"}
     (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
     with pytest.raises(sp.errors.SeqProbError, match="escapes|outside"):
@@ -117,7 +118,7 @@ def test_hf_shard_index_cannot_point_outside_the_folder(tmp_path):
 
 def test_hf_shard_index_mutations(tmp_path):
     folder = _hf_copy(tmp_path / "hf")
-    header = sp.gpt.safetensors.read_header(folder / "model.safetensors")[0]
+    header = safetensors.read_header(folder / "model.safetensors")[0]
     valid = {"metadata": {"total_size": 1}, "weight_map": {n: "model.safetensors" for n in header
                                                            if n != "__metadata__"}}
 
