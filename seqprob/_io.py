@@ -1,16 +1,83 @@
-"""File helpers: atomic writes and reading text corpora (plain, gzip, stdin)."""
+"""File helpers: atomic writes, temp-file policy, path containment, reading text corpora.
+
+Temporary files and folders are named ``.NAME.seqprob-tmp-PID-RANDOM`` beside their target
+``NAME``: recognisable, tied to the process that made them. Every failure Python sees removes
+them; one left by a process that was killed (its pid is gone) is removed by the next write to
+the same place.
+"""
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import os
+import secrets
+import shutil
 import sys
-import tempfile
 import zlib
 from pathlib import Path
 from typing import Iterator
 
-from .errors import InputError, SeqProbFileError
+from .errors import InputError, SeqProbError, SeqProbFileError
+
+TMP_MARK = ".seqprob-tmp-"
+
+
+def temp_name(path) -> Path:
+    """A fresh temporary name beside ``path``: ``.NAME.seqprob-tmp-PID-RANDOM``."""
+    path = Path(path)
+    return path.with_name(f".{path.name}{TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return pid > 0  # exists but belongs to someone else (or nonsense: keep it)
+    return True
+
+
+def remove_stale_temps(path) -> list[Path]:
+    """Delete temporaries beside ``path`` left by processes that no longer exist; return them."""
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    removed = []
+    try:
+        candidates = list(directory.glob(f".{_glob_escape(path.name)}{TMP_MARK}*"))
+    except OSError:
+        return removed
+    for tmp in candidates:
+        pid_text = tmp.name[len(f".{path.name}{TMP_MARK}"):].split("-", 1)[0]
+        if not pid_text.isdigit() or _pid_alive(int(pid_text)):
+            continue
+        with contextlib.suppress(OSError):
+            if tmp.is_dir() and not tmp.is_symlink():
+                shutil.rmtree(tmp)
+            else:
+                tmp.unlink()
+            removed.append(tmp)
+    return removed
+
+
+def _glob_escape(name: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[]" else c for c in name)
+
+
+def _writable_target(path: Path) -> Path:
+    """The folder ``path`` will be written in, after checking ``path`` is not a folder itself."""
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        what = "is not a folder" if directory.exists() else "does not exist"
+        raise SeqProbFileError(f"cannot write {str(path)!r}: folder {str(directory)!r} {what}",
+                               path=str(path))
+    if path.is_dir():
+        raise SeqProbFileError(f"cannot write file {str(path)!r}: a folder of that name exists "
+                               f"(give a file name, e.g. {str(path / 'out')!r})", path=str(path))
+    return directory
 
 
 @contextlib.contextmanager
@@ -18,29 +85,46 @@ def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
     """Open a temporary file beside ``path``; rename it over ``path`` only on success.
 
     A failure inside the ``with`` block leaves any earlier ``path`` untouched and no
-    temporary file behind, so a crash never leaves a half-written model or report.
+    temporary file behind, so a crash never leaves a half-written model or report. The
+    temporary is ``.NAME.seqprob-tmp-PID-RANDOM``; stale ones of dead processes are removed
+    first. An ``OSError`` while writing (permission, disk full) becomes a
+    :class:`SeqProbFileError`, text that cannot be encoded (a lone surrogate) an
+    :class:`InputError`.
     """
     path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise SeqProbFileError(f"cannot write {str(path)!r}: folder {str(directory)!r} does not exist",
-                               path=str(path))
+    _writable_target(path)
+    remove_stale_temps(path)
+    tmp = temp_name(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     except OSError as exc:
-        raise SeqProbFileError(f"cannot write {str(path)!r}: {exc.strerror}", path=str(path)) from exc
+        raise SeqProbFileError(f"cannot write {str(path)!r}: {exc.strerror or exc}", path=str(path)) from exc
     try:
         kwargs = {} if "b" in mode else {"encoding": encoding, "newline": "\n"}
         with os.fdopen(fd, mode, **kwargs) as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a saved model should read like any file
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        raise_write_error(exc, path)
         raise
+
+
+def raise_write_error(exc: BaseException, path: Path) -> None:
+    """Turn an OSError or UnicodeEncodeError met while writing ``path`` into a SeqProbError."""
+    if isinstance(exc, SeqProbError):
+        return
+    if isinstance(exc, UnicodeEncodeError):
+        bad = exc.object[exc.start:exc.end]
+        raise InputError(f"cannot write {str(path)!r}: text holds {bad!r}, which is not valid "
+                         f"Unicode text (a lone surrogate); see docs/text-policy.md",
+                         path=str(path), value=bad) from exc
+    if isinstance(exc, OSError):
+        reason = exc.strerror or errno.errorcode.get(exc.errno or 0, "") or str(exc)
+        raise SeqProbFileError(f"cannot write {str(path)!r}: {reason}", path=str(path)) from exc
 
 
 def _umask() -> int:
@@ -49,13 +133,93 @@ def _umask() -> int:
     return mask
 
 
+def make_temp_dir(path) -> Path:
+    """A fresh temporary folder beside ``path`` (``.NAME.seqprob-tmp-PID-RANDOM``), after
+    removing stale ones of dead processes; the caller renames it into place or removes it."""
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    remove_stale_temps(path)
+    tmp = temp_name(path)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp.mkdir(0o777)
+    except OSError as exc:
+        raise SeqProbFileError(f"cannot write {str(path)!r}: {exc.strerror or exc}", path=str(path)) from exc
+    return tmp
+
+
+def resolve_inside(folder, name, what: str = "file") -> Path:
+    """``folder / name``, refusing a ``name`` that would lead outside ``folder``.
+
+    ``name`` must be a relative path (``str``) whose resolved location, symlinks followed,
+    lies inside the resolved ``folder``: absolute paths, ``..`` steps and links that escape
+    raise :class:`~seqprob.errors.FileFormatError` naming the entry.
+
+    Examples
+    --------
+    >>> resolve_inside("/models/m", "model-00001.safetensors").name
+    'model-00001.safetensors'
+    >>> try:
+    ...     resolve_inside("/models/m", "../other/x.bin")
+    ... except ValueError as exc:
+    ...     print(type(exc).__name__)
+    FileFormatError
+    """
+    from .errors import FileFormatError
+
+    if not isinstance(name, str) or not name or "\0" in name:
+        raise FileFormatError(f"{what} name {name!r} in {str(folder)!r} must be a non-empty string",
+                              path=str(folder), value=name)
+    base = Path(folder)
+    candidate = base / name
+    if Path(name).is_absolute() or ".." in Path(name).parts:
+        raise FileFormatError(f"{what} {name!r} escapes the folder {str(folder)!r}: referenced files "
+                              f"must lie inside it", path=str(folder), value=name)
+    try:
+        inside = candidate.resolve().is_relative_to(base.resolve())
+    except (OSError, RuntimeError) as exc:  # symlink loop
+        raise FileFormatError(f"{what} {name!r} in {str(folder)!r} cannot be resolved: {exc}",
+                              path=str(folder), value=name) from None
+    if not inside:
+        raise FileFormatError(f"{what} {name!r} escapes the folder {str(folder)!r} (through a "
+                              f"symbolic link): referenced files must lie inside it",
+                              path=str(folder), value=name)
+    return candidate
+
+
+def check_text(text, what: str = "text") -> str:
+    """``text`` itself if it is valid text; else :class:`InputError` (the text policy).
+
+    The policy (docs/text-policy.md): text is a ``str`` of Unicode scalar values. ``bytes``
+    are refused (decode them first); a lone surrogate (U+D800..U+DFFF, e.g. from
+    ``surrogateescape``-decoded bytes) is refused, naming its position; NUL (U+0000) is an
+    ordinary character.
+    """
+    if isinstance(text, str):
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise InputError(f"{what} holds a lone surrogate {text[exc.start]!r} at character "
+                                 f"{exc.start}: not valid Unicode text (undecodable bytes?); see "
+                                 f"docs/text-policy.md", value=text[exc.start], position=exc.start) from None
+        return text
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        raise InputError(f"{what} must be a str, got {type(text).__name__} {bytes(text)[:40]!r}: "
+                         f"decode it first (e.g. data.decode('utf-8'))", value=type(text).__name__)
+    raise InputError(f"{what} must be a str, got {type(text).__name__} {text!r:.60}",
+                     value=type(text).__name__)
+
+
 def ensure_writable_dir(path) -> Path:
     """Create ``path`` (and parents) if needed and check that files can be written in it."""
     path = Path(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".write-test.", delete=True)
-        probe.close()
+        remove_stale_temps(path / "write-test")
+        probe = temp_name(path / "write-test")  # .write-test.seqprob-tmp-PID-RANDOM
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.unlink(probe)
     except OSError as exc:
         raise SeqProbFileError(f"output folder {str(path)!r} is not writable: {exc.strerror or exc}",
                                path=str(path)) from exc
@@ -68,7 +232,10 @@ def read_lines(source, strip: bool = True) -> Iterator[str]:
     if isinstance(source, (str, os.PathLike)):
         yield from _read_file_lines(str(source), strip)
         return
-    for line in source:
+    if isinstance(source, (bytes, bytearray)):
+        check_text(source, "corpus")
+    for i, line in enumerate(source):
+        check_text(line, f"corpus line {i + 1}")
         yield line.strip() if strip else line
 
 
@@ -86,7 +253,9 @@ def _read_file_lines(path: str, strip: bool) -> Iterator[str]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise InputError(f"{path!r} line {lineno}: not valid UTF-8 ({exc.reason} at byte {exc.start})",
+                where = "stdin" if path == "-" else repr(path)
+                raise InputError(f"{where} line {lineno}: not valid UTF-8 ({exc.reason} at byte {exc.start}; "
+                                 f"see docs/text-policy.md)",
                                  path=path, line=lineno) from exc
             yield line.strip() if strip else line.rstrip("\r\n")
     except (OSError, EOFError, zlib.error) as exc:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import InputError, fitted
-from .vocab import Vocab, check_ids
+from .vocab import Vocab, check_ids, check_token_id
 
 __all__ = ["BaseLanguageModel", "PrefixState"]
 
@@ -98,7 +98,10 @@ class BaseLanguageModel:
 
     def step(self, state, token_id: int):
         """New state after appending ``token_id``; ``state`` is left unchanged."""
-        token = int(check_ids(np.asarray([token_id]), len(self.vocab), name="token_id")[0])
+        if not isinstance(getattr(state, "ids", None), tuple):  # PrefixState, NGramState ...
+            raise InputError(f"step() needs a state from {type(self).__name__}.start(), got "
+                             f"{type(state).__name__}", value=type(state).__name__)
+        token = check_token_id(token_id, len(self.vocab))
         return self._start(state.ids + (token,))
 
     def _logprobs(self, batch: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract

@@ -23,14 +23,17 @@ LN10 = math.log(10.0)
 
 def _as_float_array(x, name: str = "logits", axis: int = -1) -> np.ndarray:
     """``x`` as a float array with a non-empty ``axis`` (integers become float64)."""
-    arr = np.asarray(x)
+    try:
+        arr = np.asarray(x)
+    except (ValueError, TypeError) as exc:  # ragged nested sequences
+        raise InputError(f"{name} must be a rectangular numeric array: {exc}") from None
     if arr.dtype.kind not in "fiu":
         raise InputError(f"{name} must be a numeric array, got dtype {arr.dtype}", dtype=str(arr.dtype))
     if arr.dtype.kind != "f":
         arr = arr.astype(np.float64)
     if arr.ndim == 0:
         raise InputError(f"{name} must be an array with at least one axis, got a scalar", shape=())
-    if not isinstance(axis, (int, np.integer)) or not -arr.ndim <= axis < arr.ndim:
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)) or not -arr.ndim <= axis < arr.ndim:
         raise InputError(f"axis {axis!r} is out of range for {name} of shape {arr.shape}",
                          value=axis, shape=arr.shape)
     if arr.shape[axis] == 0:
@@ -159,7 +162,21 @@ def _check_temperature(temperature) -> float:
     return t
 
 
-def entropy(logp, axis: int = -1, base: float = math.e) -> np.ndarray:
+def _check_normalized(arr: np.ndarray, axis: int) -> None:
+    """InputError unless every distribution along ``axis`` has logsumexp 0 (sum p = 1)."""
+    tol = max(1e-6, 1000 * float(np.finfo(arr.dtype).eps))
+    with np.errstate(divide="ignore"):
+        total = logsumexp(arr.astype(np.float64), axis=axis)
+    off = np.abs(total) > tol
+    if off.any():
+        where = tuple(int(i) for i in np.argwhere(np.atleast_1d(off))[0])
+        value = float(np.atleast_1d(total)[where])
+        raise InputError(f"entropy needs normalized log-probabilities, but distribution {where} has "
+                         f"logsumexp {value:.6g} (sum p = {math.exp(min(value, 700)):.6g}, tolerance "
+                         f"{tol:g}): apply log_softmax to logits first", value=value, limit=tol)
+
+
+def entropy(logp, axis: int = -1, base: float = math.e, check_normalized: bool = True) -> np.ndarray:
     """Entropy H = -sum p log p of distributions given as log-probabilities.
 
     Parameters
@@ -170,6 +187,10 @@ def entropy(logp, axis: int = -1, base: float = math.e) -> np.ndarray:
         The vocabulary axis (last by default).
     base : float
         Logarithm base of the result: e (nats, default) or 2 (bits).
+    check_normalized : bool
+        Raise :class:`InputError` when a distribution's ``logsumexp`` is not 0 (within
+        ``max(1e-6, 1000 * eps)`` of the dtype): logits are not log-probabilities, apply
+        :func:`log_softmax` first. Turn off only for knowingly unnormalized scores.
 
     Notes
     -----
@@ -182,6 +203,8 @@ def entropy(logp, axis: int = -1, base: float = math.e) -> np.ndarray:
     """
     arr = _as_float_array(logp, "log-probabilities", axis=axis)
     _check_finite_logits(arr, "log-probabilities")
+    if check_normalized:
+        _check_normalized(arr, axis)
     p = np.exp(arr)
     terms = np.where(p > 0, -p * np.where(np.isfinite(arr), arr, 0.0), 0.0)
     h = terms.sum(axis=axis)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._io import check_text
 from .checks import check_int, check_real
 from .errors import InputError
 from .functional import softmax
@@ -128,6 +129,7 @@ def sample(model, prompt: str = "", tokenizer=None, max_new_tokens: int = 50,
         raise InputError("sample() needs a tokenizer: pass tokenizer=... (or use generate() with ids)")
     if model.vocab.bos_id is None:
         raise InputError("sample() needs a model whose vocabulary has a BOS token")
+    prompt = check_text(prompt, "prompt")
     prompt_ids = tok.encode(prompt) if prompt else []
     prefix = [model.vocab.bos_id] + list(prompt_ids)
     # sample i uses the i-th child of SeedSequence(seed) (the seed is checked by _rng)

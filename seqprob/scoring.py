@@ -49,6 +49,10 @@ class _Encoded:
 
 
 def _model_tokenizer(model, tokenizer):
+    if tokenizer is not None and not all(callable(getattr(tokenizer, m, None))
+                                         for m in ("encode", "pieces", "token_strings")):
+        raise InputError(f"tokenizer must be a seqprob Tokenizer, got {type(tokenizer).__name__} "
+                         f"{tokenizer!r:.40}", value=type(tokenizer).__name__)
     return model_tokenizer(model, tokenizer)
 
 
@@ -172,18 +176,36 @@ def _row_stats(rows: np.ndarray, targets: np.ndarray):
     for i in range(0, B * T, step):
         r = flat[i:i + step].astype(np.float64)  # (n, V)
         lp[i:i + step] = r[np.arange(len(r)), tgt[i:i + step]]
-        ent[i:i + step] = _entropy(r) / LN2
+        ent[i:i + step] = _entropy(r, check_normalized=False) / LN2
         rank[i:i + step] = 1 + (r > lp[i:i + step, None]).sum(axis=-1)
     return lp.reshape(B, T), ent.reshape(B, T), rank.reshape(B, T)
 
 
 def _check_not_nan(lp: np.ndarray, model, seq: int) -> np.ndarray:
-    """``lp`` (T,) itself, or :class:`InputError` naming where the model gave NaN."""
-    if np.isnan(lp).any():
-        t = int(np.flatnonzero(np.isnan(lp))[0])
-        raise InputError(f"{type(model).__name__} returned a NaN log-probability (sequence {seq}, "
-                         f"scored token {t + 1})", seq=seq, position=t + 1)
+    """``lp`` (T,) itself, or :class:`InputError` naming where the model gave NaN, +inf, or
+    (for a model that claims to be normalized) a log-probability above 0, i.e. P > 1."""
+    limit = _MAX_LOGPROB if getattr(model, "normalized", True) else np.inf
+    bad = np.isnan(lp) | np.isposinf(lp) | (lp > limit)
+    if bad.any():
+        t = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{type(model).__name__} returned log-probability {lp[t]} (sequence {seq}, "
+                         f"scored token {t + 1}): a log-probability must be a number <= 0 "
+                         f"(tolerance {_MAX_LOGPROB})", seq=seq, position=t + 1, value=float(lp[t]),
+                         limit=_MAX_LOGPROB)
     return lp
+
+
+_MAX_LOGPROB = 1e-3  # float32 rounding can push log P(certain token) a hair above 0
+
+
+def _model_output(model, method: str, batch: np.ndarray, shape: tuple) -> np.ndarray:
+    """``model.<method>(batch)`` as a float64 array of ``shape``, or InputError naming the model."""
+    out = np.asarray(getattr(model, method)(batch))
+    if out.shape != shape or out.dtype.kind not in "fiu":
+        raise InputError(f"{type(model).__name__}.{method} returned shape {out.shape} dtype {out.dtype} "
+                         f"for ids of shape {batch.shape}; expected {shape} numbers",
+                         shape=out.shape, limit=shape)
+    return out
 
 
 def _score_model(model, encoded: list, with_distribution: bool) -> list:
@@ -199,10 +221,11 @@ def _score_model(model, encoded: list, with_distribution: bool) -> list:
     for idx in _batches(lengths, budget):
         batch = _pad([encoded[i].ids for i in idx], pad_id=int(encoded[idx[0]].ids[-1]))
         if with_distribution:
-            rows = np.asarray(model.logprobs(batch[:, :-1]))  # (B, T, V)
+            B, T = batch[:, :-1].shape
+            rows = _model_output(model, "logprobs", batch[:, :-1], (B, T, V))  # (B, T, V)
             lp, ent, rank = _row_stats(rows, batch[:, 1:])  # (B, T) each
         else:
-            lp = np.asarray(model.token_logprobs(batch), dtype=np.float64)  # (B, T)
+            lp = _model_output(model, "token_logprobs", batch, batch[:, 1:].shape).astype(np.float64)  # (B, T)
         for row, i in enumerate(idx):
             n = len(encoded[i].ids) - 1
             seq_lp = _check_not_nan(lp[row, :n], model, i)

@@ -189,12 +189,14 @@ class _Run:
         if val_ids is not None:
             val = self._stream(val_ids, "val_ids", 2)
             self.val = _eval_windows(val, self.block, _positive_int("eval_windows", eval_windows))
-        self.eval_every = _positive_int("eval_every", eval_every or max(1, self.steps // 10))
+        self.eval_every = _positive_int("eval_every", max(1, self.steps // 10) if eval_every is None
+                                        else eval_every)
         self.checkpoint = Path(checkpoint) if checkpoint is not None else None
         if self.checkpoint is not None:  # fail now, not at the first save after training steps
             from .gpt.checkpoint import check_replaceable
             check_replaceable(self.checkpoint)
-        self.ckpt_every = _positive_int("checkpoint_every", checkpoint_every or self.eval_every)
+        self.ckpt_every = _positive_int("checkpoint_every", self.eval_every if checkpoint_every is None
+                                        else checkpoint_every)
         self.lr, self.seed = lr, seed
         self.warmup = min(100, self.steps // 10) if warmup is None else warmup
         self.min_lr = lr / 10 if min_lr is None else min_lr

@@ -5,9 +5,11 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .errors import InputError, TokenIdError, UnknownTokenError
+from ._io import check_text
+from ._schema import MAX_VOCAB, typed
+from .errors import FileFormatError, InputError, TokenIdError, UnknownTokenError
 
-__all__ = ["Vocab", "BOS", "EOS", "UNK"]
+__all__ = ["Vocab", "BOS", "EOS", "UNK", "check_ids", "check_token_id"]
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 
@@ -32,7 +34,14 @@ class Vocab:
 
     def __init__(self, tokens: Sequence[str], bos: str | None = BOS, eos: str | None = EOS,
                  unk: str | None = UNK):
-        self.tokens = tuple(str(t) for t in tokens)
+        if isinstance(tokens, (str, bytes, dict)):
+            raise InputError(f"tokens must be a sequence of token strings, got {type(tokens).__name__} "
+                             f"{tokens!r:.40}", value=type(tokens).__name__)
+        try:
+            self.tokens = tuple(str(t) for t in tokens)
+        except TypeError:
+            raise InputError(f"tokens must be a sequence of token strings, got {type(tokens).__name__}",
+                             value=type(tokens).__name__) from None
         if not self.tokens:
             raise InputError("a vocabulary needs at least one token")
         self._index = {t: i for i, t in enumerate(self.tokens)}
@@ -47,6 +56,9 @@ class Vocab:
     def _special_id(self, token, role):
         if token is None:
             return None
+        if not isinstance(token, str):
+            raise InputError(f"{role} must be a token string or None, got {type(token).__name__} "
+                             f"{token!r:.40}", value=type(token).__name__)
         if token not in self._index:
             raise InputError(f"{role} token {token!r} is not in the vocabulary", token=token)
         return self._index[token]
@@ -158,12 +170,44 @@ class Vocab:
         return {"tokens": list(self.tokens), "bos": self.bos, "eos": self.eos, "unk": self.unk}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Vocab":
-        """Inverse of :meth:`to_dict`; malformed data raises :class:`InputError`."""
-        try:
-            return cls(data["tokens"], bos=data.get("bos"), eos=data.get("eos"), unk=data.get("unk"))
-        except (KeyError, TypeError) as exc:
-            raise InputError(f"malformed vocabulary data: missing or bad {exc}") from None
+    def from_dict(cls, data: dict, source: str = "vocabulary data") -> "Vocab":
+        """Inverse of :meth:`to_dict`; data off the schema raises :class:`FileFormatError`.
+
+        Schema: ``tokens`` a list of at most ``MAX_VOCAB`` unique, non-empty strings (no lone
+        surrogates); ``bos``, ``eos``, ``unk`` each a string among the tokens, or null/absent.
+        """
+        typed(data, dict, "vocab", source)
+        if "tokens" not in data:
+            raise FileFormatError(f"{source}: missing field 'tokens'", field="tokens")
+        tokens = typed(data["tokens"], list, "tokens", source)
+        if len(tokens) > MAX_VOCAB:
+            raise FileFormatError(f"{source}: field 'tokens' holds {len(tokens)} tokens, more than the "
+                                  f"limit {MAX_VOCAB}", field="tokens", value=len(tokens), limit=MAX_VOCAB)
+        for i, token in enumerate(tokens):
+            typed(token, str, f"tokens[{i}]", source)
+            if not token:
+                raise FileFormatError(f"{source}: field 'tokens[{i}]' is the empty string", field=f"tokens[{i}]")
+            check_text(token, f"{source}: tokens[{i}]")
+        roles = {role: typed(data.get(role), (str, type(None)), role, source) for role in ("bos", "eos", "unk")}
+        return cls(tokens, **roles)
+
+
+def check_token_id(token_id, vocab_size: int, name: str = "token_id") -> int:
+    """One token id: an integer (Python or numpy, not bool) in [0, vocab_size).
+
+    Examples
+    --------
+    >>> check_token_id(np.int64(2), 3)
+    2
+    """
+    try:
+        scalar = np.ndim(token_id) == 0
+    except ValueError:  # ragged nested lists
+        scalar = False
+    if isinstance(token_id, (bool, np.bool_)) or not scalar:
+        shown = f"{type(token_id).__name__} {token_id!r:.40}"
+        raise InputError(f"{name} must be one integer token id, got {shown}", value=shown)
+    return int(check_ids(np.asarray([token_id]), vocab_size, name=name)[0])
 
 
 def check_ids(ids, vocab_size: int, name: str = "ids", allow_empty: bool = False) -> np.ndarray:

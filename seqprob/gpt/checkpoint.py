@@ -32,8 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import _umask, atomic_write
-from ..errors import CheckpointError, InputError, SeqProbError, SeqProbFileError
+from .._io import atomic_write, make_temp_dir, raise_write_error, resolve_inside
+from .._schema import MAX_JSON_BYTES
+from ..errors import CheckpointError, FileFormatError, InputError, SeqProbError, SeqProbFileError
 
 __all__ = ["save_checkpoint", "load_checkpoint", "check_replaceable", "Checkpoint", "FORMAT",
            "FORMAT_VERSION"]
@@ -134,19 +135,13 @@ def save_checkpoint(model, path, optimizer=None, extra: dict | None = None) -> P
     path = Path(path)
     check_replaceable(path)
     _check_finite_params(model)
-    parent = path.parent if str(path.parent) else Path(".")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=parent))
-        tmp.chmod(0o777 & ~_umask())  # mkdtemp makes 0700; a saved model should read like any folder
-    except OSError as exc:
-        raise SeqProbFileError(f"cannot write checkpoint {str(path)!r}: {exc.strerror or exc}",
-                               path=str(path)) from exc
+    tmp = make_temp_dir(path)  # .NAME.seqprob-tmp-PID-RANDOM; stale ones of dead pids removed
     try:
         _write_files(tmp, model, optimizer, extra)
         _swap_in(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        raise_write_error(exc, path)  # OSError -> SeqProbFileError, lone surrogate -> InputError
         raise
     log.info("saved checkpoint %s", path)
     return path
@@ -279,8 +274,8 @@ def load_checkpoint(path, model=None, dtype: str | None = None) -> Checkpoint:
         config = GPTConfig.from_dict(header["config"])
         if dtype is not None:
             config = config.replace(dtype=dtype)
-    except (KeyError, TypeError, InputError) as exc:
-        raise CheckpointError(f"{str(path / 'config.json')!r}: invalid config ({exc})",
+    except (KeyError, TypeError, ValueError, InputError) as exc:
+        raise CheckpointError(f"{str(path / 'config.json')!r}: invalid config ({type(exc).__name__}: {exc})",
                               path=str(path)) from exc
     if model is None:
         model = _model_class(header, path)(config, seed=0, **_vocab_kwargs(header))
@@ -296,7 +291,8 @@ def load_checkpoint(path, model=None, dtype: str | None = None) -> Checkpoint:
         moments = _read_tensors(_tensor_file(path, "optimizer", manifest))
         for key in ("m", "v"):
             opt_state[key] = {n[len(key) + 1:]: a for n, a in moments.items() if n.startswith(key + ".")}
-    extra = _read_json(path, "training.json", manifest) if "training.json" in manifest else None
+    extra = (_read_json(path, "training.json", manifest, want_object=False)
+             if "training.json" in manifest else None)
     return Checkpoint(model=model, optimizer_state=opt_state, extra=extra, path=path)
 
 
@@ -326,45 +322,83 @@ def _check_folder(path: Path) -> Path:
 
 
 def _read_manifest(path: Path) -> dict:
+    """The manifest's ``files`` table, checked against the schema (docs/formats.md), every
+    listed file resolved inside the folder and verified (size, SHA-256)."""
     file = path / _MANIFEST
     if not file.exists():
         raise CheckpointError(f"{str(path)!r} has no {_MANIFEST}: not a seqprob checkpoint, or its "
                               f"save did not finish", path=str(path))
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-        files = data["files"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CheckpointError(f"{str(file)!r} is corrupt ({exc})", path=str(file)) from exc
+    data = _load_json_file(file)
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{str(file)!r} must hold a JSON object, got {type(data).__name__}",
+                              path=str(file))
     if data.get("format") != FORMAT or data.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"{str(file)!r}: format {data.get('format')!r} version "
-                              f"{data.get('format_version')!r}, expected {FORMAT!r} version "
-                              f"{FORMAT_VERSION}", path=str(file))
+        raise CheckpointError(f"{str(file)!r}: format {data.get('format')!r:.40} version "
+                              f"{data.get('format_version')!r:.20}, expected {FORMAT!r} version "
+                              f"{FORMAT_VERSION}", path=str(file), field="format")
+    files = data.get("files")
+    if not isinstance(files, dict) or not files:
+        raise CheckpointError(f"{str(file)!r}: field 'files' must be a non-empty object "
+                              f"{{name: {{bytes, sha256}}}}, got {files!r:.60}", path=str(file), field="files")
     for name, facts in files.items():
-        _verify_file(path / name, facts)
+        _verify_file(_listed_file(path, name, file), facts, file)
     return files
 
 
-def _verify_file(file: Path, facts: dict) -> None:
-    if not file.exists():
-        raise CheckpointError(f"checkpoint file {str(file)!r} is missing", path=str(file))
+def _listed_file(path: Path, name: str, manifest: Path) -> Path:
+    """A file the manifest lists: a plain name, resolved inside the checkpoint folder."""
+    try:
+        target = resolve_inside(path, name, what="manifest entry")
+    except FileFormatError as exc:
+        raise CheckpointError(f"{str(manifest)!r}: {exc}", path=str(manifest), field="files") from None
+    if len(Path(name).parts) != 1:
+        raise CheckpointError(f"{str(manifest)!r}: entry {name!r} must be a plain file name",
+                              path=str(manifest), field="files")
+    return target
+
+
+def _load_json_file(file: Path):
+    """Parse a JSON file of at most ``MAX_JSON_BYTES``; CheckpointError when it is not JSON."""
+    try:
+        if file.stat().st_size > MAX_JSON_BYTES:
+            raise CheckpointError(f"{str(file)!r} has {file.stat().st_size} bytes, more than the limit "
+                                  f"{MAX_JSON_BYTES}", path=str(file), limit=MAX_JSON_BYTES)
+        return json.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SeqProbFileError(f"cannot read {str(file)!r}: {exc.strerror or exc}", path=str(file)) from exc
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise CheckpointError(f"{str(file)!r} is not valid JSON ({exc})", path=str(file)) from None
+
+
+def _verify_file(file: Path, facts, manifest: Path = None) -> None:
+    nbytes = facts.get("bytes") if isinstance(facts, dict) else None
+    sha = facts.get("sha256") if isinstance(facts, dict) else None
+    if (not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes < 0 or not isinstance(sha, str)
+            or len(sha) != 64 or not all(c in "0123456789abcdef" for c in sha)):
+        raise CheckpointError(f"{str(manifest or file)!r}: entry for {file.name!r} must be "
+                              f"{{'bytes': integer >= 0, 'sha256': 64 hex digits}}, got {facts!r:.80}",
+                              path=str(file), field=f"files[{file.name!r}]")
+    if not file.is_file():
+        what = "is not a file" if file.exists() else "is missing"
+        raise CheckpointError(f"checkpoint file {str(file)!r} {what}", path=str(file))
     size = file.stat().st_size
-    if size != facts.get("bytes"):
+    if size != nbytes:
         raise CheckpointError(f"checkpoint file {str(file)!r} has {size} bytes, the manifest says "
-                              f"{facts.get('bytes')} (truncated or replaced)", path=str(file),
-                              value=size, limit=facts.get("bytes"))
-    if _file_facts(file)["sha256"] != facts.get("sha256"):
+                              f"{nbytes} (truncated or replaced)", path=str(file),
+                              value=size, limit=nbytes)
+    if _file_facts(file)["sha256"] != sha:
         raise CheckpointError(f"checkpoint file {str(file)!r} is corrupt: its SHA-256 differs from "
                               f"the manifest", path=str(file))
 
 
-def _read_json(path: Path, name: str, manifest: dict) -> dict:
+def _read_json(path: Path, name: str, manifest: dict, want_object: bool = True):
     if name not in manifest:
         raise CheckpointError(f"checkpoint {str(path)!r} has no {name}", path=str(path))
-    try:
-        return json.loads((path / name).read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{str(path / name)!r} is not valid JSON ({exc})",
-                              path=str(path / name)) from exc
+    data = _load_json_file(path / name)
+    if want_object and not isinstance(data, dict):
+        raise CheckpointError(f"{str(path / name)!r} must hold a JSON object, got "
+                              f"{type(data).__name__}", path=str(path / name))
+    return data
 
 
 def _tensor_file(path: Path, stem: str, manifest: dict) -> Path:
@@ -381,8 +415,8 @@ def _vocab_kwargs(header: dict) -> dict:
     from ..vocab import Vocab
     try:
         return {"vocab": Vocab.from_dict(header["vocab"])}
-    except (KeyError, TypeError, InputError) as exc:
-        raise CheckpointError(f"invalid vocabulary in config.json ({exc})") from exc
+    except (KeyError, TypeError, SeqProbError) as exc:
+        raise CheckpointError(f"invalid vocabulary in config.json ({exc})", field="vocab") from exc
 
 
 def _check_same_config(have, saved, path: Path) -> None:

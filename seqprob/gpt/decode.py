@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import nn
 from ..errors import InputError
-from ..vocab import check_ids
+from ..vocab import check_ids, check_token_id
 from .block import block_forward, make_workspace, norm_forward
 
 __all__ = ["GPTState", "start_ids", "step"]
@@ -81,7 +81,7 @@ def step(model, state: GPTState, token_id) -> GPTState:
     """New state after appending ``token_id`` (see :meth:`GPT.step`)."""
     if not isinstance(state, GPTState):
         raise InputError(f"step() needs a state from GPT.start(), got {type(state).__name__}")
-    tok = int(check_ids(np.asarray([token_id]), model.config.vocab_size, name="token_id")[0])
+    tok = check_token_id(token_id, model.config.vocab_size)
     cache, pos = state._cache, state.length
     if pos == model.config.block_size:
         ctx = np.append(cache.ids[1:pos], tok)

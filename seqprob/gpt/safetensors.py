@@ -15,6 +15,7 @@ Examples
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 
@@ -37,29 +38,100 @@ _MAX_HEADER = 100 * 2**20
 
 
 def read_header(path) -> tuple[dict, int]:
-    """The JSON header (tensor entries and ``__metadata__``) and the byte offset of the data."""
+    """The JSON header (tensor entries and ``__metadata__``) and the byte offset of the data.
+
+    Every entry is checked against the schema (docs/formats.md) before any tensor is read:
+    ``dtype`` one of :data:`DTYPES`; ``shape`` a list of at most 8 integers >= 0;
+    ``data_offsets`` ``[begin, end]`` integers with ``0 <= begin <= end <= data bytes`` and
+    ``end - begin`` = the shape's element count times the dtype's size; ranges not overlapping;
+    no tensor name twice; ``__metadata__`` an object of strings.
+    """
     path = os.fspath(path)
     try:
-        size = os.path.getsize(path)
         with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
             head = handle.read(8)
             if len(head) < 8:
                 raise CheckpointError(f"{path!r} is truncated: {size} bytes, no safetensors header",
                                       path=path)
             (n,) = struct.unpack("<Q", head)
             if n > min(_MAX_HEADER, size - 8):
-                raise CheckpointError(f"{path!r}: header length {n} exceeds the file size {size} "
-                                      f"(truncated or not a safetensors file)", path=path)
+                raise CheckpointError(f"{path!r}: header length {n} exceeds the file size {size} or the "
+                                      f"limit {_MAX_HEADER} (truncated or not a safetensors file)",
+                                      path=path, value=n, limit=min(_MAX_HEADER, size - 8))
             raw = handle.read(n)
     except OSError as exc:
-        raise SeqProbFileError(f"cannot read {path!r}: {exc.strerror or exc}", path=path) from exc
+        what = "is a folder, not a file" if os.path.isdir(path) else (exc.strerror or str(exc))
+        raise SeqProbFileError(f"cannot read {path!r}: {what}", path=path) from exc
+    header = _parse_header_json(raw, path)
+    _check_entries(header, path, size - 8 - n)
+    return header, 8 + n
+
+
+def _no_duplicates(pairs):
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        dup = next(k for k in keys if keys.count(k) > 1)
+        raise CheckpointError(f"safetensors header names {dup!r} twice", name=dup, field=dup)
+    return dict(pairs)
+
+
+def _parse_header_json(raw: bytes, path: str) -> dict:
     try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{path!r}: {exc}", path=path, **exc.data) from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise CheckpointError(f"{path!r}: malformed safetensors header ({exc})", path=path) from None
     if not isinstance(header, dict):
         raise CheckpointError(f"{path!r}: safetensors header is not a JSON object", path=path)
-    return header, 8 + n
+    meta = header.get("__metadata__", {})
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise CheckpointError(f"{path!r}: field '__metadata__' must be an object of strings, got "
+                              f"{meta!r:.60}", path=path, field="__metadata__")
+    return header
+
+
+def _check_entries(header: dict, path: str, data_bytes: int) -> None:
+    spans = []
+    for name, entry in header.items():
+        if name != "__metadata__":
+            spans.append((*_check_entry(entry, name, path, data_bytes), name))
+    spans.sort()
+    for (b1, e1, n1), (b2, e2, n2) in zip(spans, spans[1:]):
+        if b2 < e1:
+            raise CheckpointError(f"{path!r}: tensors {n1!r} and {n2!r} overlap (bytes {b1}-{e1} and "
+                                  f"{b2}-{e2})", path=path, name=n2, field="data_offsets")
+
+
+def _check_entry(entry, name: str, path: str, data_bytes: int) -> tuple[int, int]:
+    """(begin, end) of one tensor entry, after checking its types, ranges and byte count."""
+    where = f"{path!r}: tensor {name!r}"
+    if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= set(entry):
+        raise CheckpointError(f"{where}: entry must be an object with dtype, shape, data_offsets, "
+                              f"got {entry!r:.80}", path=path, name=name)
+    dtype_name, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    if not isinstance(dtype_name, str) or dtype_name not in DTYPES:
+        raise CheckpointError(f"{where} has unsupported dtype {dtype_name!r:.40} (field 'dtype'; "
+                              f"supported: {sorted(DTYPES)})", path=path, name=name, field="dtype")
+    if not isinstance(shape, list) or len(shape) > 8 or not all(_is_int(d) and d >= 0 for d in shape):
+        raise CheckpointError(f"{where}: field 'shape' must be a list of at most 8 integers >= 0, got "
+                              f"{shape!r:.60}", path=path, name=name, field="shape")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(_is_int, offsets))
+            and 0 <= offsets[0] <= offsets[1] <= data_bytes):
+        raise CheckpointError(f"{where}: field 'data_offsets' must be [begin, end] with 0 <= begin <= "
+                              f"end <= {data_bytes} (the data bytes in the file), got {offsets!r:.60}",
+                              path=path, name=name, field="data_offsets", limit=data_bytes)
+    begin, end = offsets
+    need = math.prod(shape) * DTYPES[dtype_name].itemsize
+    if end - begin != need:
+        raise CheckpointError(f"{where} {dtype_name}{shape} needs {need} bytes, its data_offsets give "
+                              f"{end - begin}", path=path, name=name, field="data_offsets")
+    return begin, end
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def load_file(path, skip=None) -> dict:
@@ -74,37 +146,27 @@ def load_file(path, skip=None) -> dict:
     Raises
     ------
     CheckpointError
-        Truncated file, malformed header, unknown dtype, or a shape that does not match
-        the byte range.
+        Truncated file, malformed header (see :func:`read_header`), unknown dtype, or a shape
+        that does not match the byte range. Nothing is allocated before the whole header has
+        been checked against the file's length.
     """
     path = os.fspath(path)
     header, start = read_header(path)
-    size = os.path.getsize(path)
     out = {}
-    with open(path, "rb") as handle:
-        for name, entry in header.items():
-            if name == "__metadata__" or (skip is not None and skip(name)):
-                continue
-            out[name] = _read_tensor(handle, path, name, entry, start, size)
+    try:
+        with open(path, "rb") as handle:
+            for name, entry in header.items():
+                if name == "__metadata__" or (skip is not None and skip(name)):
+                    continue
+                out[name] = _read_tensor(handle, entry, start)
+    except OSError as exc:
+        raise SeqProbFileError(f"cannot read {path!r}: {exc.strerror or exc}", path=path) from exc
     return out
 
 
-def _read_tensor(handle, path, name, entry, start, size) -> np.ndarray:
-    try:
-        dtype_name, shape, (begin, end) = entry["dtype"], list(entry["shape"]), entry["data_offsets"]
-    except (KeyError, TypeError, ValueError):
-        raise CheckpointError(f"{path!r}: malformed header entry for {name!r}: {entry!r}", path=path) from None
-    if dtype_name not in DTYPES:
-        raise CheckpointError(f"{path!r}: tensor {name!r} has unsupported dtype {dtype_name!r} "
-                              f"(supported: {sorted(DTYPES)})", path=path, name=name)
+def _read_tensor(handle, entry, start) -> np.ndarray:
+    dtype_name, shape, (begin, end) = entry["dtype"], entry["shape"], entry["data_offsets"]
     dtype = DTYPES[dtype_name]
-    count = int(np.prod(shape, dtype=np.int64))
-    if end - begin != count * dtype.itemsize or begin < 0:
-        raise CheckpointError(f"{path!r}: tensor {name!r} {dtype_name}{shape} needs "
-                              f"{count * dtype.itemsize} bytes, header gives {end - begin}", path=path)
-    if start + end > size:
-        raise CheckpointError(f"{path!r} is truncated: tensor {name!r} ends at byte {start + end} "
-                              f"but the file has {size}", path=path, name=name)
     handle.seek(start + begin)
     arr = np.frombuffer(handle.read(end - begin), dtype=dtype).reshape(shape)
     if dtype_name == "BF16":

@@ -7,7 +7,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from .._io import read_lines
+from .._io import check_text, read_lines
 from ..errors import InputError
 from ..tokenizers import WhitespaceTokenizer
 from ..vocab import BOS, EOS, UNK, Vocab
@@ -27,6 +27,15 @@ def _as_text(line, lineno: int) -> str:
             raise InputError(f"line {lineno}: not valid UTF-8 ({exc.reason} at byte {exc.start})",
                              line=lineno) from None
     raise InputError(f"line {lineno}: lines must be str, got {type(line).__name__}", line=lineno)
+
+
+def _check_unicode(part: list, lineno: int) -> None:
+    """The text policy: a lone surrogate is refused (docs/text-policy.md)."""
+    joined = "".join(part)
+    if joined.isascii():
+        return
+    for i, line in enumerate(part):
+        check_text(line, f"line {lineno + i + 1}")
 
 
 def line_chunks(lines: Iterable, chunk_chars: int, batch: int = 4096) -> Iterator[tuple[int, list]]:
@@ -52,6 +61,7 @@ def line_chunks(lines: Iterable, chunk_chars: int, batch: int = 4096) -> Iterato
             break
         if not all(type(x) is str for x in part):
             part = [_as_text(x, lineno + i + 1) for i, x in enumerate(part)]
+        _check_unicode(part, lineno)
         buf.extend(part)
         lineno += len(part)
         size += sum(map(len, part)) + len(part)

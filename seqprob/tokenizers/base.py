@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from .._io import atomic_write
+from .._io import check_text as _check_text
 from ..errors import (FileFormatError, InputError, SeqProbError, SeqProbFileError,
                       UnknownTokenizerError, fitted)
+from .._schema import MAX_JSON_BYTES
 from ..vocab import Vocab, check_ids
 
 __all__ = ["Tokenizer", "load_tokenizer", "register_tokenizer", "check_text", "iter_texts",
@@ -19,15 +22,19 @@ _REGISTRY: dict[str, type] = {}
 
 
 def check_text(text, what: str = "text") -> str:
-    """``text`` itself if it is a ``str``; else :class:`InputError` naming its type."""
-    if not isinstance(text, str):
-        raise InputError(f"{what} must be a str, got {type(text).__name__} {text!r:.60}",
-                         value=type(text).__name__)
-    return text
+    """``text`` itself if it is a ``str`` of valid Unicode; else :class:`InputError` naming the
+    problem (its type, or a lone surrogate): the text policy of docs/text-policy.md."""
+    return _check_text(text, what)
 
 
 def iter_texts(texts, what: str = "texts"):
     """Yield the items of ``texts``, checking that it is iterable and that each item is a str."""
+    if isinstance(texts, (bytes, bytearray, memoryview)):
+        raise InputError(f"{what} must be an iterable of str, got {type(texts).__name__}: decode "
+                         f"it first (e.g. data.decode('utf-8').splitlines())", value=type(texts).__name__)
+    if isinstance(texts, dict):
+        raise InputError(f"{what} must be an iterable of str (a list of lines), got a dict",
+                         value="dict")
     try:
         items = iter(texts)
     except TypeError:
@@ -141,21 +148,21 @@ def load_tokenizer(path) -> Tokenizer:
     path = Path(path)
     if path.suffix == ".tiktoken":
         return _REGISTRY["tiktoken"](str(path))
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SeqProbFileError(f"cannot read tokenizer file {str(path)!r}: {exc.strerror or exc}",
-                               path=str(path)) from exc
-    except UnicodeDecodeError as exc:
-        raise FileFormatError(f"tokenizer file {str(path)!r} is not UTF-8 text", path=str(path)) from exc
+    text = _read_json_text(path)
     try:
         data = json.loads(text)
-        if "type" not in data and "model" in data:  # a Hugging Face tokenizer.json
-            return _REGISTRY["hf"](path)
-        kind = data["type"]
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise FileFormatError(f"tokenizer file {str(path)!r} is not a seqprob tokenizer JSON ({exc})",
-                              path=str(path)) from exc
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise FileFormatError(f"tokenizer file {str(path)!r} is not valid JSON ({exc})",
+                              path=str(path)) from None
+    if isinstance(data, dict) and "type" not in data and "model" in data:  # a Hugging Face tokenizer.json
+        return _REGISTRY["hf"](path)
+    if not isinstance(data, dict) or "type" not in data:
+        raise FileFormatError(f"tokenizer file {str(path)!r} is not a seqprob tokenizer JSON: expected "
+                              f"an object with a 'type' field", path=str(path), field="type")
+    kind = data["type"]
+    if not isinstance(kind, str):
+        raise FileFormatError(f"tokenizer file {str(path)!r}: field 'type' must be a string, got "
+                              f"{type(kind).__name__} {kind!r:.40}", path=str(path), field="type")
     if kind not in _REGISTRY:
         raise UnknownTokenizerError(f"unknown tokenizer type {kind!r} in {str(path)!r}; "
                                     f"known: {sorted(_REGISTRY)}", name=kind)
@@ -164,5 +171,27 @@ def load_tokenizer(path) -> Tokenizer:
     except SeqProbError as exc:  # same error, naming the file
         raise type(exc)(f"tokenizer file {str(path)!r}: {exc.message}",
                         **{**exc.data, "path": str(path)}) from exc
-    except (KeyError, TypeError, ValueError) as exc:
-        raise FileFormatError(f"malformed {kind} tokenizer file {str(path)!r}: {exc}", path=str(path)) from exc
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise FileFormatError(f"malformed {kind} tokenizer file {str(path)!r}: {type(exc).__name__} "
+                              f"{exc}", path=str(path)) from exc
+
+
+def _read_json_text(path: Path) -> str:
+    """The UTF-8 text of a JSON file no larger than ``MAX_JSON_BYTES``."""
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > MAX_JSON_BYTES:
+                raise FileFormatError(f"tokenizer file {str(path)!r} has {size} bytes, more than the "
+                                      f"limit {MAX_JSON_BYTES}", path=str(path), value=size,
+                                      limit=MAX_JSON_BYTES)
+            raw = handle.read()
+    except OSError as exc:
+        what = "is a folder, not a file" if path.is_dir() else (exc.strerror or str(exc))
+        raise SeqProbFileError(f"cannot read tokenizer file {str(path)!r}: {what}",
+                               path=str(path)) from exc
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileFormatError(f"tokenizer file {str(path)!r} is not UTF-8 text ({exc.reason} at byte "
+                              f"{exc.start})", path=str(path)) from None

@@ -212,6 +212,5 @@ class BPETokenizer(EncodingTokenizer):
 
     @classmethod
     def from_dict(cls, data: dict) -> "BPETokenizer":
-        specials = {str(k): int(v) for k, v in data["special_tokens"].items()}
-        return cls(cls._ranks_from_dict(data), pattern=str(data["pattern"]), special_tokens=specials,
-                   name=str(data["name"]))
+        name, pattern, ranks, specials = cls._checked_fields(data)
+        return cls(ranks, pattern=pattern, special_tokens=specials, name=name)

@@ -5,7 +5,7 @@ from collections import Counter
 from typing import Iterable
 
 from ..checks import check_int
-from ..errors import InputError
+from ..errors import FileFormatError, InputError
 from ..vocab import BOS, EOS, UNK, Vocab, check_ids
 from .base import Tokenizer, check_text, iter_texts, register_tokenizer
 
@@ -65,6 +65,8 @@ class _UnitTokenizer(Tokenizer):
 
     @classmethod
     def from_dict(cls, data: dict):
+        if "vocab" not in data:
+            raise FileFormatError("tokenizer JSON: missing field 'vocab'", field="vocab")
         return cls(Vocab.from_dict(data["vocab"]))
 
 

@@ -23,6 +23,7 @@ from typing import Mapping, Sequence
 from .._io import atomic_write
 from ..errors import (FileFormatError, SeqProbFileError, TokenIdError, TokenizerError,
                       UnknownTokenizerError)
+from .._schema import MAX_JSON_BYTES, MAX_TOKEN_BYTES, MAX_VOCAB, check_id_space, int_in, typed
 from ..vocab import Vocab, check_ids
 from .base import Tokenizer, check_text, iter_texts, register_tokenizer
 
@@ -112,6 +113,7 @@ def parse_tiktoken(data: bytes, source: str = "<bytes>") -> dict[bytes, int]:
         seen_ranks.add(rank)
     if not ranks:
         raise FileFormatError(f"{source!r} holds no tokens (expected lines 'base64 rank')", path=source)
+    check_id_space(max(ranks.values()), len(ranks), "rank", repr(source))
     return ranks
 
 
@@ -122,8 +124,10 @@ def _parse_line(line: bytes, lineno: int, source: str) -> tuple[bytes, int]:
             raise ValueError(f"expected 2 fields, found {len(parts)}")
         token = base64.b64decode(parts[0], validate=True)
         rank = int(parts[1])
-        if rank < 0 or not token:
-            raise ValueError("empty token" if not token else f"negative rank {rank}")
+        if not token or len(token) > MAX_TOKEN_BYTES:
+            raise ValueError(f"token of {len(token)} bytes (must be 1 to {MAX_TOKEN_BYTES})")
+        if not 0 <= rank < MAX_VOCAB:
+            raise ValueError(f"rank {rank} out of range [0, {MAX_VOCAB})")
     except (ValueError, binascii.Error) as exc:
         shown = line[:60].decode("utf-8", errors="backslashreplace")
         raise FileFormatError(f"{source!r} line {lineno}: malformed .tiktoken line {shown!r} "
@@ -136,6 +140,10 @@ def read_tiktoken_file(path) -> dict[bytes, int]:
     path = str(path)
     try:
         with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > MAX_JSON_BYTES:
+                raise FileFormatError(f"tokenizer file {path!r} has {size} bytes, more than the "
+                                      f"limit {MAX_JSON_BYTES}", path=path, value=size, limit=MAX_JSON_BYTES)
             data = handle.read()
     except OSError as exc:
         raise SeqProbFileError(f"cannot read tokenizer file {path!r}: {exc.strerror or exc}",
@@ -157,11 +165,52 @@ def check_ranks(ranks: Mapping[bytes, int], source: str) -> None:
     missing = [b for b in range(256) if bytes([b]) not in ranks]
     if missing:
         shown = ", ".join(f"0x{b:02x}" for b in missing[:10]) + (" ..." if len(missing) > 10 else "")
-        raise TokenizerError(f"{source}: {len(missing)} of the 256 single-byte tokens are missing "
+        raise TokenizerError(f"{source}: field 'mergeable_ranks': {len(missing)} of the 256 single-byte tokens are missing "
                              f"({shown}); a byte-level encoding needs all 256", missing=missing)
     values = list(ranks.values())
     if len(set(values)) != len(values):
         raise TokenizerError(f"{source}: two tokens share a rank; ranks must be unique")
+
+
+#: Text a pre-tokenization pattern must split without losing a character (checked on load).
+PATTERN_PROBE = ("Hello, World! It's 2024--isn't it?  ünïcödé 日本語 😀\t\ttabs\r\n"
+                 "new\nlines \x00nul \u00a0nbsp   trailing  ")
+
+
+def check_pattern(pattern, name: str, error=TokenizerError) -> None:
+    """A pre-tokenization regex must compile and its matches must cover the text they split:
+    ``"".join(findall(p, text)) == text`` on :data:`PATTERN_PROBE`, else ``decode(encode(x))``
+    would lose characters (and an empty pattern makes tiktoken panic)."""
+    import regex
+
+    if not isinstance(pattern, str) or not pattern:
+        raise error(f"{name}: pattern must be a non-empty regular expression, got {pattern!r}",
+                             pattern=pattern, field="pattern")
+    try:
+        pieces = regex.findall(pattern, PATTERN_PROBE, timeout=1.0)
+    except (regex.error, TimeoutError, RecursionError, OverflowError, ValueError) as exc:
+        raise error(f"{name}: invalid pre-tokenization pattern {pattern!r}: {exc}",
+                             pattern=pattern, field="pattern") from None
+    if not all(isinstance(p, str) for p in pieces) or "".join(pieces) != PATTERN_PROBE:
+        raise error(f"{name}: pattern {pattern!r} does not cover every character of a text "
+                             f"(its matches drop or reorder text, so decode(encode(x)) != x; groups "
+                             f"must be non-capturing)", pattern=pattern, field="pattern")
+
+
+def check_special_tokens(special, source: str) -> dict[str, int]:
+    """Validate a ``{text: id}`` mapping of special tokens (non-empty unique texts, unique ids)."""
+    typed(special, dict, "special_tokens", source, error=TokenizerError)
+    out = {}
+    for text, idx in special.items():
+        typed(text, str, "special_tokens key", source, error=TokenizerError)
+        check_text(text, f"{source}: special token")
+        if not text:
+            raise TokenizerError(f"{source}: a special token cannot be the empty string", token="")
+        out[text] = int_in(idx, f"special_tokens[{text!r}]", source, 0, MAX_VOCAB - 1, error=TokenizerError)
+    if len(set(out.values())) != len(out):
+        raise TokenizerError(f"{source}: two special tokens share an id; ids must be unique",
+                             field="special_tokens")
+    return out
 
 
 # --------------------------------------------------------------------------- named encodings
@@ -230,6 +279,9 @@ def build_encoding(name: str, pattern: str, ranks: Mapping[bytes, int],
                    special_tokens: Mapping[str, int]):
     """A ``tiktoken.Encoding``, after checking what would make tiktoken's Rust core panic."""
     check_ranks(ranks, name)
+    check_pattern(pattern, name)
+    check_id_space(max([*ranks.values(), *special_tokens.values()]), len(ranks) + len(special_tokens),
+                   "special_tokens", name, error=TokenizerError)
     clash = [s for s, i in special_tokens.items() if i in set(ranks.values())]
     if clash:
         raise TokenizerError(f"{name}: special token {clash[0]!r} has id {special_tokens[clash[0]]}, "
@@ -276,14 +328,12 @@ def _special_map(special_tokens, first_free: int) -> dict[str, int]:
     if isinstance(special_tokens, str):
         special_tokens = [special_tokens]
     if isinstance(special_tokens, Mapping):
-        out = {str(k): int(v) for k, v in special_tokens.items()}
-    else:
-        out = {}
-        for text in special_tokens:
-            out.setdefault(str(text), first_free + len(out))
-    if any(not s for s in out):
-        raise TokenizerError("a special token cannot be the empty string", token="")
-    return out
+        return check_special_tokens(dict(special_tokens), "special_tokens")
+    out = {}
+    for text in special_tokens:
+        typed(text, str, "special_tokens item", "special_tokens", error=TokenizerError)
+        out.setdefault(text, first_free + len(out))
+    return check_special_tokens(out, "special_tokens")
 
 
 class EncodingTokenizer(Tokenizer):
@@ -346,11 +396,37 @@ class EncodingTokenizer(Tokenizer):
                 "special_tokens": self.special_tokens_}
 
     @staticmethod
-    def _ranks_from_dict(data: dict) -> dict[bytes, int]:
-        try:
-            return {base64.b64decode(t, validate=True): int(r) for t, r in data["mergeable_ranks"]}
-        except (binascii.Error, ValueError, TypeError) as exc:
-            raise FileFormatError(f"malformed mergeable_ranks in tokenizer data: {exc}") from None
+    def _ranks_from_dict(data: dict, source: str = "tokenizer JSON") -> dict[bytes, int]:
+        """``mergeable_ranks``: a list of ``[base64 token, rank]``, tokens and ranks unique."""
+        entries = typed(_field(data, "mergeable_ranks", source), list, "mergeable_ranks", source)
+        if len(entries) > MAX_VOCAB:
+            raise FileFormatError(f"{source}: {len(entries)} mergeable_ranks, more than the limit "
+                                  f"{MAX_VOCAB}", field="mergeable_ranks", limit=MAX_VOCAB)
+        ranks: dict[bytes, int] = {}
+        seen: set[int] = set()
+        for i, entry in enumerate(entries):
+            where = f"mergeable_ranks[{i}]"
+            if not isinstance(entry, list) or len(entry) != 2:
+                raise FileFormatError(f"{source}: field {where!r} must be a [base64 token, rank] pair, "
+                                      f"got {entry!r:.60}", field=where)
+            token, rank = _b64_token(entry[0], where, source), int_in(entry[1], where, source, 0, MAX_VOCAB - 1)
+            if token in ranks or rank in seen:
+                what = f"token {token!r}" if token in ranks else f"rank {rank}"
+                raise FileFormatError(f"{source}: field {where!r}: {what} appears twice", field=where)
+            ranks[token] = rank
+            seen.add(rank)
+        if ranks:
+            check_id_space(max(seen), len(ranks), "mergeable_ranks", source)
+        return ranks
+
+    @classmethod
+    def _checked_fields(cls, data: dict, source: str = "tokenizer JSON") -> tuple:
+        """(name, pattern, ranks, special tokens) of a saved encoding, each validated."""
+        name = typed(_field(data, "name", source), str, "name", source)
+        pattern = typed(_field(data, "pattern", source), str, "pattern", source)
+        check_pattern(pattern, source, error=FileFormatError)
+        specials = check_special_tokens(_field(data, "special_tokens", source), source)
+        return name, pattern, cls._ranks_from_dict(data, source), specials
 
     def save(self, path) -> Path:
         """Write as JSON, or as ``.tiktoken`` (ranks only: pattern and special tokens are not
@@ -406,6 +482,9 @@ class TiktokenTokenizer(EncodingTokenizer):
         elif spec in KNOWN_ENCODINGS:
             (ranks, self.source_), name = _load_named_ranks(spec), spec
             self.named_ = True
+        elif path.exists():
+            raise SeqProbFileError(f"tokenizer file {spec!r} is a folder (or not a regular file), not "
+                                   f"a .tiktoken file", path=spec)
         elif path.suffix or os.sep in spec or "/" in spec:
             raise SeqProbFileError(f"tokenizer file {spec!r} does not exist (known tiktoken "
                                    f"encoding names: {', '.join(KNOWN_ENCODINGS)})", path=spec)
@@ -430,8 +509,29 @@ class TiktokenTokenizer(EncodingTokenizer):
     @classmethod
     def from_dict(cls, data: dict) -> "TiktokenTokenizer":
         if "mergeable_ranks" not in data:
-            return cls(data["name"])
+            name = typed(_field(data, "name", "tokenizer JSON"), str, "name", "tokenizer JSON")
+            if name not in KNOWN_ENCODINGS:
+                raise UnknownTokenizerError(f"tokenizer JSON: unknown tiktoken encoding {name!r} "
+                                            f"(known: {', '.join(KNOWN_ENCODINGS)})", name=name)
+            return cls(name)
         tok = cls()
-        tok._set_encoding(str(data["name"]), str(data["pattern"]), cls._ranks_from_dict(data),
-                          {str(k): int(v) for k, v in data["special_tokens"].items()})
+        tok._set_encoding(*cls._checked_fields(data))
         return tok
+
+
+def _field(data: dict, key: str, source: str):
+    if key not in data:
+        raise FileFormatError(f"{source}: missing field {key!r}", field=key, path=source)
+    return data[key]
+
+
+def _b64_token(value, field: str, source: str) -> bytes:
+    typed(value, str, field, source)
+    try:
+        token = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise FileFormatError(f"{source}: field {field!r}: {value!r:.60} is not base64", field=field) from None
+    if not 1 <= len(token) <= MAX_TOKEN_BYTES:
+        raise FileFormatError(f"{source}: field {field!r}: a token of {len(token)} bytes (must be 1 "
+                              f"to {MAX_TOKEN_BYTES})", field=field, limit=MAX_TOKEN_BYTES)
+    return token

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._schema import MAX_JSON_BYTES
 from ..errors import FileFormatError, GrammarError, InputError, SeqProbFileError
 from ..vocab import BOS, EOS, UNK
 
@@ -55,6 +56,9 @@ def _word(value, state: str) -> str:
     if not isinstance(value, str) or not value or any(c.isspace() for c in value):
         raise GrammarError(f"state {state!r}: arc word {value!r} must be a non-empty string without "
                            f"whitespace", state=state, value=value)
+    if not value.isascii() and not value.encode("utf-8", "surrogatepass").decode("utf-8", "ignore") == value:
+        raise GrammarError(f"state {state!r}: arc word {value!r} holds a lone surrogate (not valid "
+                           f"Unicode text; see docs/text-policy.md)", state=state, value=value)
     if value in _RESERVED:
         raise GrammarError(f"state {state!r}: arc word {value!r} is reserved ({', '.join(_RESERVED)})",
                            state=state, value=value)
@@ -137,6 +141,18 @@ def _check_graph(names: list, start: int, arcs: list, stops: list) -> None:
                                f"to a state with a stop probability > 0)", state=name)
 
 
+#: Largest grammar: states x (words + 3 specials) cells of its (S, V) emission table (8 bytes each).
+MAX_CELLS = 2**27
+
+
+def _check_size(n_states: int, n_words: int) -> None:
+    cells = n_states * (n_words + 3)
+    if cells > MAX_CELLS:
+        raise GrammarError(f"grammar too large: {n_states} states x {n_words + 3} tokens = {cells} cells "
+                           f"of its emission table ({cells * 8 / 2**30:.1f} GiB), limit {MAX_CELLS}",
+                           value=cells, limit=MAX_CELLS)
+
+
 def parse_spec(spec) -> ParsedSpec:
     """Validate a spec mapping; raise :class:`GrammarError` naming the offending state."""
     names, index = _check_states(spec)
@@ -152,6 +168,7 @@ def parse_spec(spec) -> ParsedSpec:
         raise GrammarError(f"the grammar has an empty vocabulary: no arc with a word and a probability > 0 "
                            f"(start state {start!r})", state=start)
     _check_graph(names, index[start], arcs, stops)
+    _check_size(len(names), len({a[1] for a in arcs}))
     return ParsedSpec(name=str(spec.get("name", "grammar")), states=tuple(names), start=index[start],
                       arcs=tuple(arcs), stops=tuple(stops))
 
@@ -163,6 +180,9 @@ def read_spec_file(path, fmt: str):
         raise InputError(f"reading TOML grammar {str(path)!r} needs Python 3.11+ (tomllib); "
                          f"use ProbabilisticGrammar.from_json on Python 3.10", path=str(path))
     try:
+        if path.stat().st_size > MAX_JSON_BYTES:
+            raise FileFormatError(f"grammar file {str(path)!r} has {path.stat().st_size} bytes, more than "
+                                  f"the limit {MAX_JSON_BYTES}", path=str(path), limit=MAX_JSON_BYTES)
         data = path.read_bytes()
     except OSError as exc:
         raise SeqProbFileError(f"cannot read grammar file {str(path)!r}: {exc.strerror or exc}",
@@ -172,6 +192,6 @@ def read_spec_file(path, fmt: str):
             import tomllib
             return tomllib.loads(data.decode("utf-8"))
         return json.loads(data.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError and TOMLDecodeError are ValueErrors
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # JSON/TOMLDecodeError are ValueErrors
         raise FileFormatError(f"grammar file {str(path)!r} is not valid {fmt.upper()}: {exc}",
                               path=str(path)) from exc

@@ -21,7 +21,7 @@ from ..base import BaseLanguageModel
 from ..checks import check_int
 from ..errors import GrammarError, InputError
 from ..tokenizers import WhitespaceTokenizer
-from ..vocab import BOS, EOS, UNK, Vocab, check_ids
+from ..vocab import BOS, EOS, UNK, Vocab, check_token_id
 from ._spec import ParsedSpec, parse_spec, read_spec_file
 
 __all__ = ["ProbabilisticGrammar", "GrammarState", "GrammarEntropy"]
@@ -289,7 +289,10 @@ class ProbabilisticGrammar(BaseLanguageModel):
 
     def step(self, state: GrammarState, token_id: int) -> GrammarState:
         """State after appending ``token_id``; O(arcs of the active states), ``state`` unchanged."""
-        token = check_ids(np.asarray([token_id]), len(self.vocab_), name="token_id")
+        if not isinstance(state, GrammarState):
+            raise InputError(f"step() needs a state from {type(self).__name__}.start(), got "
+                             f"{type(state).__name__}", value=type(state).__name__)
+        token = np.asarray([check_token_id(token_id, len(self.vocab_))])
         belief = self._normalize(self._advance(np.asarray(state.belief)[None, :], token))
         return self._state(belief)
 

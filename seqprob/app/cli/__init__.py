@@ -16,9 +16,18 @@ __all__ = ["main", "build_parser"]
 _COMMAND_MODULES = ("demo", "score", "tokenize", "sample", "ngram", "ppl", "train", "report", "compress")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad usage is one line on stderr and exit status 2: the error, then this (sub-)command's
+    usage folded onto the same line (argparse would print the usage on lines of its own)."""
+
+    def error(self, message):
+        usage = " ".join(self.format_usage().split()).removeprefix("usage: ")
+        self.exit(2, f"{self.prog}: error: {message}; usage: {usage} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``seqprob`` argument parser with every sub-command registered."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="seqprob",
         description="A language model is a probability distribution over sequences: "
                     "score, sample, fit and compare models.")
@@ -59,6 +68,11 @@ def _one_line_warning(command: str):
     return show
 
 
+def _one_line(exc) -> str:
+    """The message on one line (a newline inside a quoted value would split it)."""
+    return " ".join(str(exc).split("\n"))
+
+
 def main(argv=None) -> int:
     """Entry point of the ``seqprob`` console script; returns the exit status."""
     parser = build_parser()
@@ -75,7 +89,7 @@ def main(argv=None) -> int:
             warnings.showwarning = _one_line_warning(name)
             return int(args.func(args) or 0)
     except SeqProbError as exc:
-        print(f"seqprob {name}: error: {exc}", file=sys.stderr)
+        print(f"seqprob {name}: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -1,6 +1,7 @@
 """Helpers shared by the CLI commands: loading models and tokenizers, printing tables."""
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
@@ -8,6 +9,28 @@ import sys
 from ...errors import InputError
 
 FORMATS = ("table", "csv", "json")
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (``--eval-every 0`` is an error, not "the default")."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
 
 
 def add_format_option(parser) -> None:

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
+from ..._io import read_lines
 from ...errors import InputError
 from ._common import add_format_option, print_frame
 
@@ -94,7 +94,7 @@ def run(args) -> int:
     texts = []
     for text in args.texts:
         if text == "-":
-            texts.extend(line.rstrip("\n") for line in sys.stdin)
+            texts.extend(read_lines("-", strip=False))  # non-UTF-8 bytes: an error naming the line
         else:
             texts.append(text)
     if not texts or not any(texts):

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import InputError
-from ._common import add_format_option, print_frame
+from ._common import add_format_option, positive_float, positive_int, print_frame
 
 log = logging.getLogger(__name__)
 
@@ -36,15 +36,15 @@ def register(sub) -> None:
     p.add_argument("--tokenizer", default="word",
                    help="char | word | bpe[:VOCAB_SIZE] (default word; bpe default 512)")
     p.add_argument("--raw", action="store_true", help="read CORPUS as one text, not as sentences")
-    p.add_argument("--n-layer", type=int, default=2, help="transformer blocks (default 2)")
-    p.add_argument("--n-head", type=int, default=4, help="attention heads (default 4)")
-    p.add_argument("--n-embd", type=int, default=64, help="model width (default 64)")
-    p.add_argument("--block-size", type=int, default=64, help="context length (default 64)")
+    p.add_argument("--n-layer", type=positive_int, default=2, help="transformer blocks (default 2)")
+    p.add_argument("--n-head", type=positive_int, default=4, help="attention heads (default 4)")
+    p.add_argument("--n-embd", type=positive_int, default=64, help="model width (default 64)")
+    p.add_argument("--block-size", type=positive_int, default=64, help="context length (default 64)")
     p.add_argument("--dropout", type=float, default=0.0, help="dropout rate (default 0)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
-    p.add_argument("--steps", type=int, default=500, help="optimizer steps (default 500)")
-    p.add_argument("--batch-size", type=int, default=16, help="windows per step (default 16)")
-    p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (default 3e-3)")
+    p.add_argument("--steps", type=positive_int, default=500, help="optimizer steps (default 500)")
+    p.add_argument("--batch-size", type=positive_int, default=16, help="windows per step (default 16)")
+    p.add_argument("--lr", type=positive_float, default=3e-3, help="peak learning rate (default 3e-3)")
     p.add_argument("--min-lr", type=float, help="final learning rate (default lr/10)")
     p.add_argument("--warmup", type=int, help="warmup steps (default min(100, steps/10))")
     p.add_argument("--weight-decay", type=float, default=0.1, help="AdamW decay on matrices (0.1)")
@@ -52,7 +52,7 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the weights and the batches (0)")
     p.add_argument("--val-fraction", type=float, default=0.1,
                    help="fraction of the token stream held out for validation (default 0.1)")
-    p.add_argument("--eval-every", type=int, help="steps between evaluations (default steps/10)")
+    p.add_argument("--eval-every", type=positive_int, help="steps between evaluations (default steps/10)")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in OUTPUT")
     p.add_argument("--force", action="store_true",
                    help="replace an existing OUTPUT folder (without it, train refuses to overwrite)")
