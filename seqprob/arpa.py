@@ -31,6 +31,7 @@ from ._io import atomic_write
 from .counts import MAX_ORDER, lookup_keys
 from .errors import ArpaFormatError, InputError, SeqProbFileError
 from .functional import LN10
+from .ngram._arpa_stream import arpa_names, write_header, write_section
 from .ngram.base import BackoffLanguageModel
 from .ngram.tables import BackoffTables
 from .tokenizers import WhitespaceTokenizer
@@ -565,19 +566,13 @@ def write_arpa(model, path, progress: bool | None = None) -> Path:
         raise InputError(f"write_arpa needs a seqprob n-gram model, got {type(model).__name__}")
     tables = model._tables()
     vocab = model.vocab
-    names = _arpa_names(vocab)
+    name_bytes = arpa_names(vocab)  # (V, longest name)
     path = Path(path)
-    if any("\0" in name for name in names):
-        raise InputError("a token contains a NUL character, which an ARPA file cannot hold")
-    name_bytes = _fast.name_matrix(names)  # (V, longest name)
     sizes = tables.sizes()
     with atomic_write(path, "wb") as handle, _bar(sum(sizes), "writing ARPA", progress) as bar:
-        handle.write(b"\\data\\\n" + b"".join(b"ngram %d=%d\n" % (m, n) for m, n in enumerate(sizes, 1)))
+        write_header(handle, sizes)
         for m in range(1, tables.order + 1):
-            handle.write(b"\n\\%d-grams:\n" % m)
-            for lines, chunk in _section_text(tables, m, name_bytes, vocab):
-                handle.write(chunk)
-                bar.update(lines)
+            write_section(handle, tables, m, name_bytes, vocab, bar)
         handle.write(b"\n\\end\\\n")
     log.info("wrote %s: n-grams %s", path, sizes)
     return path
@@ -618,10 +613,10 @@ def _log10_text(values: np.ndarray) -> np.ndarray:
     return _fast.format_g10(np.where(log10 == -math.inf, _ZERO, log10))  # (c, 18)
 
 
-def _section_text(tables: BackoffTables, m: int, names: np.ndarray, vocab: Vocab):
-    """(lines, bytes) of the order-m section, a few MB at a time."""
+def _section_text(tables: BackoffTables, m: int, names: np.ndarray, vocab: Vocab, step: int | None = None):
+    """(lines, bytes) of the order-m section, ``step`` lines (default: a few MB) at a time."""
     n, highest = len(tables.keys[m - 1]), m == tables.order
-    step = max(1, (1 << 22) // (2 * _fast.G10_WIDTH + m * (names.shape[1] + 1) + 2))
+    step = step or max(1, (1 << 22) // (2 * _fast.G10_WIDTH + m * (names.shape[1] + 1) + 2))
     for lo in range(0, n, step):
         hi = min(n, lo + step)
         ids = _ngram_words(tables, m, lo, hi)  # (c, m)

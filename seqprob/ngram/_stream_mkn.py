@@ -27,7 +27,7 @@ from .._io import atomic_write
 from ..counts import NGramCounts
 from ..errors import InputError
 from ..vocab import Vocab
-from ._arpa_stream import arpa_names, progress_bar, write_section
+from ._arpa_stream import arpa_names, progress_bar, write_header, write_section
 from ._external import SpillDir, chunk_plan, release
 from ._interpolate import (_forbid_bos, _n_predictable, _zero_specials, count_of_counts,
                            resolve_discount)
@@ -37,8 +37,6 @@ __all__ = ["fit_mkn_arpa"]
 
 log = logging.getLogger(__name__)
 
-#: ARPA lines formatted per block (their text and Python objects are the writer's memory).
-WRITE_BLOCK = 1 << 16
 
 
 def fit_mkn_arpa(model, lines, path, memory, temp_dir=None, tokenizer=None, progress=None) -> dict:
@@ -202,22 +200,20 @@ def write_streamed(counts: NGramCounts, vocab: Vocab, adjusted: list, discounts:
     bar = progress_bar(progress, sum(counts.sizes()), "estimating + writing ARPA")
     p = _unigram_p(adjusted[0], discounts[0], vocab)  # (V,) unclamped, as interpolated_tables
     try:
-        with atomic_write(path) as handle:
-            handle.write("\\data\\\n")
-            for m, size in enumerate(counts.sizes(), start=1):
-                handle.write(f"ngram {m}={size}\n")
+        with atomic_write(path, "wb") as handle:
+            write_header(handle, counts.sizes())
             for m in range(2, N + 1):
                 p_next, gamma = _pass(counts, m, adjusted[m - 1], discounts[m - 1], p, block, spill)
                 sec.logp[m - 2], sec.logbow[m - 2] = _clamped_log(p), _log(gamma)
                 del p, gamma
-                write_section(handle, sec, m - 1, names, vocab, WRITE_BLOCK, bar,
+                write_section(handle, sec, m - 1, names, vocab, bar,
                               release=lambda: release(*counts.keys))
                 sec.logp[m - 2] = sec.logbow[m - 2] = None
                 p = p_next
             sec.logp[N - 1] = _clamped_log(p) if N == 1 else p  # order N: logs from _pass
-            write_section(handle, sec, N, names, vocab, WRITE_BLOCK, bar,
+            write_section(handle, sec, N, names, vocab, bar,
                           release=lambda: release(sec.logp[N - 1], *counts.keys))
-            handle.write("\n\\end\\\n")
+            handle.write(b"\n\\end\\\n")
     finally:
         bar.close()
 
