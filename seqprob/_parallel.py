@@ -86,14 +86,14 @@ def _worker(fn, lo, hi):
         _local.inside = False
 
 
-def for_row_blocks(fn, n_rows: int, work: int, min_work: int = MIN_WORK) -> list:
+def for_row_blocks(fn, n_rows: int, work: int, min_work: int | None = None) -> list:
     """Call ``fn(lo, hi)`` on contiguous row ranges covering ``range(n_rows)``; their results.
 
     ``work`` is the total number of elements touched (sets how many threads pay off). The
     first block runs in the calling thread, the others in the pool; results come back in
     row order. With one thread (or little work) this is just ``[fn(0, n_rows)]``.
     """
-    threads = min(num_threads(), n_rows, max(1, work // min_work))
+    threads = min(num_threads(), n_rows, max(1, work // (min_work or MIN_WORK)))
     if threads <= 1 or getattr(_local, "inside", False):
         return [fn(0, n_rows)]
     bounds = [n_rows * i // threads for i in range(threads + 1)]
