@@ -81,7 +81,7 @@ def layer_norm_forward(x, g, b, eps=1e-5, out=None, xhat_out=None):
     """
     C = x.shape[-1]
     xhat = np.empty_like(x) if xhat_out is None else xhat_out  # (..., C)
-    y = np.empty_like(x) if out is None else out
+    y = np.empty(x.shape, np.result_type(x, g, *([] if b is None else [b]))) if out is None else out
     rstd = np.empty(x.shape[:-1] + (1,), dtype=x.dtype)  # (..., 1)
     x2, xh2, y2, r2 = _rows(x, C), _rows(xhat, C), _rows(y, C), rstd.reshape(-1, 1)
     if x2 is None or xh2 is None or y2 is None:

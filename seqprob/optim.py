@@ -451,8 +451,20 @@ def clip_grad_norm(grads, max_norm: float) -> float:
         coef = max_norm / (norm + 1e-6)
         targets = [root] if root is not None else arrays
         for a in targets:
-            a *= a.dtype.type(coef)
+            _scale_in_place(a, a.dtype.type(coef))
     return norm
+
+
+def _scale_in_place(a: np.ndarray, coef) -> None:
+    """a *= coef; a 1-D array is scaled in blocks over the thread pool (same values)."""
+    if a.ndim != 1:
+        a *= coef
+        return
+
+    def scale(lo, hi):
+        a[lo:hi] *= coef
+
+    _parallel.for_row_blocks(scale, a.size, a.size)
 
 
 def _sum_squares(arrays) -> float:
