@@ -32,6 +32,8 @@ __all__ = [
 GELU_C = math.sqrt(2.0 / math.pi)
 GELU_A = 0.044715
 CHUNK = 1 << 15  # elements per cache-sized piece of a row-blocked elementwise pass (128 KiB float32)
+CHEAP_MIN_WORK = 1 << 20  # per thread, for passes without transcendentals (LayerNorm, bias add):
+# below it the GIL hand-offs of many short ufunc calls on two threads cost more than they save
 
 
 def _rows(a, width):
@@ -39,19 +41,22 @@ def _rows(a, width):
     return a.reshape(-1, width) if a is not None and a.flags.c_contiguous else None
 
 
-def _by_chunks(fn, n_rows, width):
-    """Run ``fn(lo, hi)`` over cache-sized row chunks, the chunks spread over the thread pool.
+def _by_chunks(fn, n_rows, width, min_work=None):
+    """Run ``fn(lo, hi)`` over cache-sized row chunks, the chunks spread over the thread pool
+    (or once over all rows when the work stays on one thread).
 
     Every row is computed by the same operations whatever the split, so the results do not
     depend on the chunk size or the number of threads.
     """
     step = max(1, CHUNK // max(width, 1))
+    if _parallel.num_threads() <= 1 or n_rows * width < 2 * (min_work or _parallel.MIN_WORK):
+        return [fn(0, n_rows)]  # one thread: whole-array passes (fewest Python calls)
 
     def run(lo, hi):
         for a in range(lo, hi, step):
             fn(a, min(a + step, hi))
 
-    return _parallel.for_row_blocks(run, n_rows, n_rows * width)
+    return _parallel.for_row_blocks(run, n_rows, n_rows * width, min_work)
 
 
 def embedding_forward(ids, W, out=None):
@@ -91,7 +96,7 @@ def layer_norm_forward(x, g, b, eps=1e-5, out=None, xhat_out=None):
     def chunk(lo, hi):
         _layer_norm_rows(x2[lo:hi], g, b, eps, xh2[lo:hi], r2[lo:hi], y2[lo:hi])
 
-    _by_chunks(chunk, len(x2), C)
+    _by_chunks(chunk, len(x2), C, CHEAP_MIN_WORK)
     return y, (xhat, rstd, g)
 
 
@@ -131,7 +136,7 @@ def layer_norm_backward(dy, cache, out=None):
     def chunk(lo, hi):
         _layer_norm_dx_rows(dy2[lo:hi], g, xh2[lo:hi], r2[lo:hi], dx2[lo:hi])
 
-    _by_chunks(chunk, len(dx2), C)
+    _by_chunks(chunk, len(dx2), C, CHEAP_MIN_WORK)
     return dx, dg, db
 
 
@@ -165,7 +170,7 @@ def _add_rows(y, b):
     def add(lo, hi):
         y[lo:hi] += b
 
-    _parallel.for_row_blocks(add, len(y), y.size)
+    _parallel.for_row_blocks(add, len(y), y.size, CHEAP_MIN_WORK)
 
 
 def linear_backward(dy, cache, dW_out=None, db_out=None, dx_out=None):
@@ -314,8 +319,7 @@ def attention_forward(qkv, n_head, out=None, probs_out=None, q_block=128):
     """Causal multi-head self-attention on a fused qkv (B, T, 3C) -> y (B, T, C).
 
     Works one sequence and one block of ``q_block`` queries at a time, so the scores stay
-    in cache and key blocks entirely above the diagonal are never computed; the sequences
-    are spread over the thread pool. The cache holds the full probabilities P (B, H, T, T)
+    in cache and key blocks entirely above the diagonal are never computed. The cache holds the full probabilities P (B, H, T, T)
     (written into ``probs_out`` when given).
 
     Notes
@@ -344,20 +348,20 @@ def attention_forward(qkv, n_head, out=None, probs_out=None, q_block=128):
 
 
 def _masked_softmax(s, mask):
-    """softmax(s + mask) in place over the last axis; s (H, tq, tk), heads over the pool."""
-    def heads(lo, hi):
-        part = s[lo:hi]
-        part += mask
-        _softmax_rows(part)
+    """softmax(s + mask) in place over the last axis; s (H, tq, tk).
 
-    _parallel.for_row_blocks(heads, len(s), s.size)
+    Runs in the calling thread: between two GEMMs, OpenBLAS's worker threads still spin on
+    the other core, and a pool thread competing with them was measured slower than none.
+    """
+    s += mask
+    _softmax_rows(s)
 
 
 def attention_backward(dy, cache, out=None, scratch=None):
     """Gradient of :func:`attention_forward` with respect to the fused qkv: (B, T, 3C).
 
     ``scratch`` (B, H, T, T) may receive dP. One sequence at a time: its GEMMs use BLAS's
-    threads, its elementwise work runs over the thread pool by heads.
+    threads, its elementwise work runs between them in the calling thread.
 
     Notes
     -----
@@ -384,14 +388,11 @@ def attention_backward(dy, cache, out=None, scratch=None):
 
 
 def _softmax_grad(dP, P):
-    """dP <- P ∘ (dP - Σ_j dP∘P) in place; (H, T, T), heads over the thread pool."""
-    def heads(lo, hi):
-        d, p = dP[lo:hi], P[lo:hi]
-        dot = np.einsum("hij,hij->hi", d, p)[..., None]
-        d -= dot
-        d *= p
-
-    _parallel.for_row_blocks(heads, len(dP), dP.size)
+    """dP <- P ∘ (dP - Σ_j dP∘P) in place; (H, T, T), in the calling thread (see
+    :func:`_masked_softmax`)."""
+    dot = np.einsum("hij,hij->hi", dP, P)[..., None]
+    dP -= dot
+    dP *= P
 
 
 def cross_entropy_forward(logits, targets, mask=None, inplace=False):
