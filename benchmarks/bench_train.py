@@ -1,36 +1,37 @@
 """Benchmark: one training step (forward + backward + clip + AdamW), seqprob vs PyTorch CPU.
 
-Config "small" (n_layer 4, n_head 4, n_embd 256, block 256, vocab 4096), batch 8 x 256,
-float32, the same weights and batches on both sides, at 1 and 2 threads (each thread count in
-a fresh process; ``threadpoolctl`` for numpy's BLAS, ``torch.set_num_threads`` for torch);
-the two sides' steps are interleaved so that load from other processes hits both alike.
-PyTorch side: the same GPT-2 block written with manual attention, ``torch.optim.AdamW``
-(decay on the ``.w`` matrices, as seqprob), ``clip_grad_norm_(1.0)``.
-
 Run (torch is a benchmark-only dependency)::
 
-    PYTHONPATH=. /work/torchenv/bin/python benchmarks/bench_train.py [--runs 7] [--threads 1 2]
+    PYTHONPATH=. /work/bench/venv/bin/python benchmarks/bench_train.py \
+        [--threads 1 2] [--runs 7] [--warmups 2] [--repeats 3] [--cpus 0,1]
 
-Prints per thread count: median [min, max] seconds per step, tokens/s, the throughput ratio
-seqprob / torch (>= 1.0: seqprob is at least as fast), each side's split into forward+backward,
-clipping and optimizer, and the step's GFLOP/s as a fraction of a 4096x768x3072 float32
-``np.matmul`` measured in the same process.
+Config "small" (4 layers, 4 heads, d 256, context 256, vocab 4096), batch 8 x 256, float32,
+the same weights (a file both sides read) and the same batches. Method as
+``bench_transformer.py``: each side alone in a fresh process, one after the other, same
+threads by environment and API, median [min-max] of ``--runs`` steps after ``--warmups``,
+the pair repeated ``--repeats`` times with the spread of the ratios. PyTorch side: the same
+GPT-2 block with manual attention, ``torch.optim.AdamW`` (decay 0.1 on the ``.w`` matrices,
+as seqprob), ``clip_grad_norm_(1.0)``. A separate untimed step runs 3 steps on each side and
+checks the losses agree to 1e-4 and the weights after them to 5e-4 (half a learning-rate
+step: Adam moves a weight whose gradient is near 0 by up to lr = 1e-3 per step whatever
+its sign, so float32 rounding can show there).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
+from pathlib import Path
 
-CONFIG = dict(vocab_size=4096, block_size=256, n_layer=4, n_head=4, n_embd=256)
-B, T = 8, 256
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _harness as H  # noqa: E402
+
+B, T, LR, N_BATCHES, CHECK_STEPS = 8, 256, 1e-3, 4, 3
 
 
-def train_flops(cfg=CONFIG, b=B, t=T) -> float:
+def train_flops(cfg: dict = H.SMALL, b: int = B, t: int = T) -> float:
     """Matmul FLOPs of one training step (backward = 2 x forward)."""
     C, L, V = cfg["n_embd"], cfg["n_layer"], cfg["vocab_size"]
     weights = L * 12 * C * C + C * V
@@ -38,190 +39,141 @@ def train_flops(cfg=CONFIG, b=B, t=T) -> float:
     return 3 * (2 * b * t * weights + b * attention)
 
 
-def stats(times):
-    return {"median": statistics.median(times), "min": min(times), "max": max(times)}
+def batches():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    return [rng.integers(0, H.SMALL["vocab_size"], size=(B, T + 1)) for _ in range(N_BATCHES)]
 
 
-def timed(fn, warmups: int, runs: int):
-    for _ in range(warmups):
-        fn()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return times
+def time_steps(step, args) -> tuple:
+    """Timing of ``step(i)`` plus the medians of its phases (``step`` returns them)."""
+    parts, counter = [], iter(range(10 ** 9))
+    res = H.timeit(lambda: parts.append(step(next(counter))), args.runs, args.warmups)
+    phases = {k: statistics.median(p[k] for p in parts[args.warmups:]) for k in parts[0]}
+    return res, phases
 
 
-def matmul_peak(np, runs: int = 5) -> float:
-    a = np.random.default_rng(0).standard_normal((4096, 768), dtype=np.float32)
-    w = np.random.default_rng(1).standard_normal((768, 3072), dtype=np.float32)
-    out = np.empty((4096, 3072), np.float32)
-    times = timed(lambda: np.matmul(a, w, out=out), 2, runs)
-    return 2 * 4096 * 768 * 3072 / min(times) / 1e9
+# ----------------------------------------------------------------------------- seqprob child
+def seqprob_child(args) -> dict:
+    import numpy as np
 
-
-# --------------------------------------------------------------------------------- torch side
-def torch_model(params: dict, cfg: dict):
-    import torch
-    import torch.nn.functional as F
-
-    tp = {k: torch.tensor(v, requires_grad=True) for k, v in params.items()}
-    H, C = cfg["n_head"], cfg["n_embd"]
-    eps = 1e-5
-
-    def loss_fn(batch):
-        idx, tgt = batch[:, :-1], batch[:, 1:]
-        b, t = idx.shape
-        x = tp["wte"][idx] + tp["wpe"][:t]
-        mask = torch.ones(t, t, dtype=torch.bool).tril()
-        for layer in range(cfg["n_layer"]):
-            p = lambda k: tp[f"h.{layer}.{k}"]  # noqa: E731
-            h = F.layer_norm(x, (C,), p("ln_1.g"), p("ln_1.b"), eps)
-            qkv = torch.addmm(p("attn.c_attn.b"), h.view(b * t, C), p("attn.c_attn.w")).view(b, t, 3, H, C // H)
-            q, k, v = qkv.permute(2, 0, 3, 1, 4)  # (b, H, t, hd) each
-            att = (q @ k.transpose(-2, -1)) * (1.0 / (C // H) ** 0.5)
-            att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-            y = (att @ v).transpose(1, 2).reshape(b * t, C)
-            x = x + torch.addmm(p("attn.c_proj.b"), y, p("attn.c_proj.w")).view(b, t, C)
-            h = F.layer_norm(x, (C,), p("ln_2.g"), p("ln_2.b"), eps).view(b * t, C)
-            u = F.gelu(torch.addmm(p("mlp.c_fc.b"), h, p("mlp.c_fc.w")), approximate="tanh")
-            x = x + torch.addmm(p("mlp.c_proj.b"), u, p("mlp.c_proj.w")).view(b, t, C)
-        xf = F.layer_norm(x, (C,), tp["ln_f.g"], tp["ln_f.b"], eps)
-        logits = xf.view(b * t, C) @ tp["wte"].t()
-        return F.cross_entropy(logits, tgt.reshape(-1))
-
-    return tp, loss_fn
-
-
-def torch_stepper(params, batches, cfg, lr, threads):
-    import torch
-
-    torch.set_num_threads(threads)
-    tp, loss_fn = torch_model(params, cfg)
-    decay = [p for k, p in tp.items() if k.endswith(".w")]
-    other = [p for k, p in tp.items() if not k.endswith(".w")]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
-                             {"params": other, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.99))
-    tbatches = [torch.from_numpy(b) for b in batches]
-    parts = {"fwd_bwd": [], "clip": [], "opt": []}
-    losses = []
-
-    def step(i=[0]):  # noqa: B006 - a counter over the batches
-        batch = tbatches[i[0] % len(tbatches)]
-        i[0] += 1
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(batch)
-        loss.backward()
-        t1 = time.perf_counter()
-        torch.nn.utils.clip_grad_norm_(list(tp.values()), 1.0)
-        t2 = time.perf_counter()
-        opt.step()
-        t3 = time.perf_counter()
-        for k, v in zip(parts, (t1 - t0, t2 - t1, t3 - t2)):
-            parts[k].append(v)
-        losses.append(float(loss))
-
-    return step, parts, losses, lambda: {k: v.detach().numpy().copy() for k, v in tp.items()}
-
-
-# ------------------------------------------------------------------------------- seqprob side
-def seqprob_stepper(model, batches, lr):
+    from bench_transformer import seqprob_model
     from seqprob.optim import AdamW, clip_grad_norm
 
-    opt = AdamW(model.params, lr=lr, betas=(0.9, 0.99), weight_decay=0.1)
-    parts = {"fwd_bwd": [], "clip": [], "opt": []}
-    losses = []
+    info = H.limit_threads(args.threads[0], torch_side=False)
+    model, data = seqprob_model(args.weights), batches()
+    opt = AdamW(model.params, lr=LR, betas=(0.9, 0.99), weight_decay=0.1)
 
-    def step(i=[0]):  # noqa: B006
-        batch = batches[i[0] % len(batches)]
-        i[0] += 1
+    def step(i):
         t0 = time.perf_counter()
-        loss, grads = model.loss_and_grads(batch)
+        loss, grads = model.loss_and_grads(data[i % N_BATCHES])
         t1 = time.perf_counter()
         clip_grad_norm(grads, 1.0)
         t2 = time.perf_counter()
         opt.step(grads)
         t3 = time.perf_counter()
-        for k, v in zip(parts, (t1 - t0, t2 - t1, t3 - t2)):
-            parts[k].append(v)
-        losses.append(float(loss))
+        return {"fwd_bwd": t1 - t0, "clip": t2 - t1, "opt": t3 - t2, "loss": float(loss)}
 
-    return step, parts, losses
+    if args.check:
+        losses = [step(i)["loss"] for i in range(CHECK_STEPS)]
+        np.savez(Path(args.out) / "seqprob_after.npz", **model.params)
+        return {**info, "losses": losses}
+    train, phases = time_steps(step, args)
+    return {**info, "matmul": H.numpy_matmul_peak(args.runs, args.warmups), "train": train, "phases": phases}
 
 
-def worker(threads: int, warmups: int, runs: int) -> dict:
+# ----------------------------------------------------------------------------- torch child
+def torch_child(args) -> dict:
     import numpy as np
-    from threadpoolctl import threadpool_limits
+    import torch
 
-    from seqprob.gpt import GPT, GPTConfig
+    import _torch_gpt as TG
 
-    with threadpool_limits(limits=threads):
-        peak = matmul_peak(np)
-        model = GPT(GPTConfig(**CONFIG), seed=0)
-        params = {k: v.copy() for k, v in model.params.items()}
-        rng = np.random.default_rng(0)
-        batches = [rng.integers(0, CONFIG["vocab_size"], size=(B, T + 1)) for _ in range(4)]
-        lr = 1e-3
-        t_step, t_parts, t_losses, t_weights = torch_stepper(params, batches, CONFIG, lr, threads)
-        s_step, s_parts, s_losses = seqprob_stepper(model, batches, lr)
-        # interleaved (s, t, t, s, ...) so that load from other processes hits both sides alike
-        s_times, t_times = [], []
-        for r in range(warmups + runs):
-            order = ((s_step, s_times), (t_step, t_times))
-            for fn, times in (order if r % 2 == 0 else order[::-1]):
-                t0 = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - t0)
-        s_times, t_times = s_times[warmups:], t_times[warmups:]
-        t_parts = {k: statistics.median(v[warmups:]) for k, v in t_parts.items()}
-        s_parts = {k: statistics.median(v[warmups:]) for k, v in s_parts.items()}
-        t_after = t_weights()  # same batches, same steps: the weights must still agree
-        drift = max(float(np.max(np.abs(model.params[k] - t_after[k]))) for k in t_after)
-    flops = train_flops()
-    return {"threads": threads, "peak_gflops": peak, "torch": stats(t_times), "seqprob": stats(s_times),
-            "torch_parts": t_parts, "seqprob_parts": s_parts,
-            "loss0": [s_losses[0], t_losses[0]], "param_drift": drift,
-            "seqprob_gflops": flops / statistics.median(s_times) / 1e9,
-            "torch_gflops": flops / statistics.median(t_times) / 1e9}
+    info = H.limit_threads(args.threads[0], torch_side=True)
+    P, data = TG.load_params(args.weights, requires_grad=True), [torch.from_numpy(b) for b in batches()]
+    decay = [p for k, p in P.items() if k.endswith(".w")]
+    other = [p for k, p in P.items() if not k.endswith(".w")]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": other, "weight_decay": 0.0}], lr=LR, betas=(0.9, 0.99))
+
+    def step(i):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = TG.loss(P, data[i % N_BATCHES], H.SMALL)
+        loss.backward()
+        t1 = time.perf_counter()
+        torch.nn.utils.clip_grad_norm_(list(P.values()), 1.0)
+        t2 = time.perf_counter()
+        opt.step()
+        t3 = time.perf_counter()
+        return {"fwd_bwd": t1 - t0, "clip": t2 - t1, "opt": t3 - t2, "loss": float(loss)}
+
+    if args.check:
+        losses = [step(i)["loss"] for i in range(CHECK_STEPS)]
+        np.savez(Path(args.out) / "torch_after.npz", **{k: v.detach().numpy() for k, v in P.items()})
+        return {**info, "losses": losses}
+    train, phases = time_steps(step, args)
+    return {**info, "matmul": H.torch_matmul_peak(args.runs, args.warmups), "train": train, "phases": phases}
 
 
-def report(r: dict) -> None:
-    tok = B * T
-    s, t = r["seqprob"], r["torch"]
-    print(f"\n== {r['threads']} thread(s); float32 matmul peak {r['peak_gflops']:.1f} GFLOP/s")
-    for name, st, gf, parts in (("seqprob", s, r["seqprob_gflops"], r["seqprob_parts"]),
-                                ("torch", t, r["torch_gflops"], r["torch_parts"])):
-        split = ", ".join(f"{k} {1e3 * v:.1f} ms" for k, v in parts.items())
-        print(f"  {name:8s} {st['median']:.4f} s/step [min {st['min']:.4f}, max {st['max']:.4f}]  "
-              f"{tok / st['median']:8.0f} tok/s  {gf:6.1f} GFLOP/s = {gf / r['peak_gflops']:.0%} of peak"
-              f"  ({split})")
-    print(f"  throughput ratio seqprob / torch: {t['median'] / s['median']:.3f}x "
-          f"(min-based {t['min'] / s['min']:.3f}x)")
-    print(f"  first-step loss seqprob {r['loss0'][0]:.6f} torch {r['loss0'][1]:.6f}; "
-          f"max |param diff| after all steps {r['param_drift']:.2e}")
+# ----------------------------------------------------------------------------- parent
+def child_args(args, side, threads, weights, folder, check) -> list:
+    return ["--side", side, "--threads", threads, "--runs", args.runs, "--warmups", args.warmups,
+            "--weights", weights, "--out", folder, *(["--check"] if check else [])]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--warmups", type=int, default=2)
-    parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.worker:
-        print(json.dumps(worker(args.worker, args.warmups, args.runs)))
+def correctness(args, weights: str, folder: Path) -> None:
+    import numpy as np
+
+    res = {side: H.run_child(__file__, child_args(args, side, 1, weights, folder, True), 1,
+                             args.keep_openblas_env, args.cpus) for side in ("seqprob", "torch")}
+    loss_diff = max(abs(a - b) for a, b in zip(res["seqprob"]["losses"], res["torch"]["losses"]))
+    with np.load(folder / "seqprob_after.npz") as s, np.load(folder / "torch_after.npz") as t:
+        drift = max(float(np.abs(s[k] - t[k]).max()) for k in t.files)
+    print(f"correctness (untimed, 1 thread, {CHECK_STEPS} steps): losses seqprob "
+          f"{res['seqprob']['losses']} torch {res['torch']['losses']}; max |loss diff| "
+          f"{loss_diff:.2e} (limit 1e-4), max |weight diff| after the steps {drift:.2e} (limit 5e-4)")
+    if not (loss_diff <= 1e-4 and drift <= 5e-4):
+        raise SystemExit("seqprob and torch training steps disagree")
+
+
+def main(argv=None) -> None:
+    from bench_transformer import write_weights
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    H.add_common_args(ap)
+    ap.add_argument("--side", choices=["seqprob", "torch"], help=argparse.SUPPRESS)
+    ap.add_argument("--weights", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    ap.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        H.emit((seqprob_child if args.side == "seqprob" else torch_child)(args))
         return
-    print(f"training step, config {CONFIG}, batch {B} x {T}, float32, "
-          f"{args.warmups} warm-ups, {args.runs} runs; {train_flops() / 1e9:.1f} GFLOP per step")
-    for threads in args.threads:
-        env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
-                   MKL_NUM_THREADS=str(threads))
-        out = subprocess.run([sys.executable, __file__, "--worker", str(threads), "--runs", str(args.runs),
-                              "--warmups", str(args.warmups)], env=env, check=True,
-                             capture_output=True, text=True)
-        report(json.loads(out.stdout.strip().splitlines()[-1]))
+    H.warn_if_short(args)
+    folder = H.workdir()
+    weights = write_weights(folder)
+    print(f"training step, config small {H.SMALL}, batch {B}x{T}, float32, lr {LR}; {args.warmups} "
+          f"warm-ups, {args.runs} runs, {args.repeats} repeats; {train_flops() / 1e9:.1f} GFLOP per step")
+    correctness(args, weights, folder)
+    results = {thr: [] for thr in args.threads}
+    for rep in range(args.repeats):
+        for thr in args.threads:
+            pair = tuple(H.run_child(__file__, child_args(args, side, thr, weights, folder, False), thr,
+                                     args.keep_openblas_env, args.cpus) for side in ("seqprob", "torch"))
+            results[thr].append(pair)
+            if rep == 0:
+                H.print_pools(f"{thr} thr seqprob", pair[0])
+                H.print_pools(f"{thr} thr torch  ", pair[1])
+            split = lambda r: ", ".join(f"{k} {1e3 * v:.0f} ms" for k, v in r["phases"].items()  # noqa: E731
+                                        if k != "loss")
+            print(f"  repeat {rep + 1} {thr} thr: seqprob {H.fmt_timing(pair[0]['train'])} ({split(pair[0])}); "
+                  f"torch {H.fmt_timing(pair[1]['train'])} ({split(pair[1])})")
+    print()
+    H.ratio_table([(f"training step {B}x{T}", "train", "train", train_flops())], results, args.threads)
+    if args.json:
+        Path(args.json).write_text(json.dumps({str(k): v for k, v in results.items()}, indent=1))
 
 
 if __name__ == "__main__":

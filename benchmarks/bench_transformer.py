@@ -1,255 +1,184 @@
-"""seqprob's numpy GPT vs PyTorch on the CPU: forward, KV-cached sampling, matmul peak.
+"""seqprob's numpy GPT vs PyTorch on the CPU: forward, cached decode, matmul peak.
 
-Run (torch is a benchmark-only dependency, never a seqprob one):
+Run (torch is a benchmark-only dependency, never a seqprob one)::
 
-    PYTHONPATH=. /work/torchenv/bin/python benchmarks/bench_transformer.py [--threads 1 2] [--repeats 7]
+    PYTHONPATH=. /work/bench/venv/bin/python benchmarks/bench_transformer.py \
+        [--threads 1 2] [--runs 7] [--warmups 2] [--repeats 3] [--cpus 0,1]
 
-Config "small": n_layer 4, n_head 4, n_embd 256, block 256, vocab 4096, float32, the same
-weights on both sides (copied from ``GPT(config, seed=0)``), thread counts set identically
-(``threadpoolctl`` for numpy's BLAS, ``torch.set_num_threads``). Each thread count runs in a
-fresh process; every timing is the median of ``--repeats`` runs after 2 warm-ups (min/max
-shown). Rows:
+Method (see benchmarks/_harness.py and benchmarks/README.md): config "small" (4 layers,
+4 heads, d 256, context 256, vocab 4096), float32 weights written once to a file that both
+sides read; each side runs alone in its own fresh process, the two one after the other, with
+the same thread count (environment + API); median [min-max] of ``--runs`` timed runs after
+``--warmups``; the pair repeated ``--repeats`` times, the spread of the ratios printed.
+A separate, untimed step first checks that both sides give the same log-probabilities
+(max |diff| <= 1e-4) and the same greedy continuation.
 
-* ``forward``: log-probs of a batch 8 x 256, no grad (torch: manual attention; ``forward_sdpa``:
-  torch's fused scaled_dot_product_attention, for reference);
-* ``sample``: batch 1, a 1-token prefix and 256 new tokens, greedy, each side with its own
-  preallocated KV cache (torch: the same simple cache a numpy user would write);
-* ``matmul``: a 4096 x 768 x 3072 float32 matmul, the machine's peak for the fractions.
-
-The training step (forward + backward + clipping + AdamW, 8 x 256) is measured by
-``benchmarks/bench_train.py``, with the same config, threads and matmul-peak fraction.
-
-Prints one table: median seconds, throughput, ratio seqprob / torch of the medians and of the
-minima (>1 = seqprob faster; on a loaded machine the minima are the steadier estimate), and
-GFLOP/s (from the median) as a fraction of the matmul peak.
+Rows: forward 8 x 256 (log-probs, no grad) vs torch eager with manual attention, and vs
+torch's fused ``scaled_dot_product_attention``; cached decode, batch 1, a 1-token prefix and
+256 new greedy tokens, vs torch with a hand-written preallocated KV cache; float32 matmul
+peak (4096 x 768 x 3072) measured the same way on each side, each seqprob forward as a
+percentage of numpy's peak.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import math
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _harness as H  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-SMALL = dict(vocab_size=4096, block_size=256, n_layer=4, n_head=4, n_embd=256)
 B, T, NEW = 8, 256, 256
 
 
-# ----------------------------------------------------------------------------- timing
-def timeit(fn, repeats: int, warmup: int = 2) -> dict:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return {"median_s": float(np.median(times)), "min_s": float(min(times)), "max_s": float(max(times))}
-
-
-def timeit_paired(fns: dict, repeats: int, warmup: int = 2) -> dict:
-    """Time several callables alternately (A B A B ...), so that load from other processes
-    hits every side alike; returns ``name -> timing`` as :func:`timeit`."""
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    times = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
-    return {name: {"median_s": float(np.median(v)), "min_s": float(min(v)), "max_s": float(max(v))}
-            for name, v in times.items()}
-
-
-def forward_flops(cfg: dict, b: int, t: int) -> float:
-    """Matmul FLOPs of one forward (full T x T attention products, as both sides compute)."""
+def forward_flops(cfg: dict = H.SMALL, b: int = B, t: int = T) -> float:
+    """Matmul FLOPs of one forward (full T x T attention products, as torch computes)."""
     C, L, V, n = cfg["n_embd"], cfg["n_layer"], cfg["vocab_size"], b * t
-    per_layer = 2 * n * 12 * C * C + 2 * 2 * b * t * t * C
-    return L * per_layer + 2 * n * C * V
+    return L * (2 * n * 12 * C * C + 2 * 2 * b * t * t * C) + 2 * n * C * V
 
 
-def decode_flops(cfg: dict, new: int) -> float:
+def decode_flops(cfg: dict = H.SMALL, new: int = NEW) -> float:
     C, L, V = cfg["n_embd"], cfg["n_layer"], cfg["vocab_size"]
     attn = sum(2 * 2 * (p + 1) * C for p in range(new))
     return new * (L * 2 * 12 * C * C + 2 * C * V) + L * attn
 
 
-# ----------------------------------------------------------------------------- torch reference
-def torch_model(params: dict, cfg: dict):
-    """A nanoGPT-style torch GPT holding copies of seqprob's weights (Conv1D layout)."""
-    import torch
-    import torch.nn.functional as F
+def inputs():
+    import numpy as np
 
-    P = {k: torch.from_numpy(np.ascontiguousarray(v).copy()) for k, v in params.items()}
-    L, H, C = cfg["n_layer"], cfg["n_head"], cfg["n_embd"]
-    hd, eps = C // H, 1e-5
-    mask = torch.tril(torch.ones(cfg["block_size"], cfg["block_size"], dtype=torch.bool))
-
-    def blk(l, k):
-        return P[f"h.{l}.{k}"]
-
-    def forward(idx, sdpa=False):
-        b, t = idx.shape
-        x = P["wte"][idx] + P["wpe"][:t]
-        for l in range(L):
-            h = F.layer_norm(x, (C,), blk(l, "ln_1.g"), blk(l, "ln_1.b"), eps)
-            qkv = torch.addmm(blk(l, "attn.c_attn.b"), h.view(-1, C), blk(l, "attn.c_attn.w")).view(b, t, 3 * C)
-            q, k, v = (z.view(b, t, H, hd).transpose(1, 2) for z in qkv.split(C, dim=2))
-            if sdpa:
-                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            else:
-                att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
-                att = att.masked_fill(~mask[:t, :t], float("-inf")).softmax(dim=-1)
-                y = att @ v
-            y = y.transpose(1, 2).contiguous().view(-1, C)
-            x = x + torch.addmm(blk(l, "attn.c_proj.b"), y, blk(l, "attn.c_proj.w")).view(b, t, C)
-            h = F.layer_norm(x, (C,), blk(l, "ln_2.g"), blk(l, "ln_2.b"), eps)
-            u = F.gelu(torch.addmm(blk(l, "mlp.c_fc.b"), h.view(-1, C), blk(l, "mlp.c_fc.w")), approximate="tanh")
-            x = x + torch.addmm(blk(l, "mlp.c_proj.b"), u, blk(l, "mlp.c_proj.w")).view(b, t, C)
-        h = F.layer_norm(x, (C,), P["ln_f.g"], P["ln_f.b"], eps)
-        return torch.log_softmax(h @ P["wte"].T, dim=-1)
-
-    def generate(prefix, new):
-        """Greedy decoding with a preallocated KV cache; returns the new token ids."""
-        K = torch.zeros(L, 1, H, cfg["block_size"], hd)
-        Vc = torch.zeros_like(K)
-        out, tokens = [], list(prefix)
-        pos = 0
-        for i in range(len(prefix) + new - 1):
-            tok = tokens[i]
-            x = P["wte"][tok] + P["wpe"][pos]  # (C,)
-            x = x.view(1, C)
-            for l in range(L):
-                h = F.layer_norm(x, (C,), blk(l, "ln_1.g"), blk(l, "ln_1.b"), eps)
-                qkv = torch.addmm(blk(l, "attn.c_attn.b"), h, blk(l, "attn.c_attn.w"))
-                q, k, v = (z.view(1, H, 1, hd) for z in qkv.split(C, dim=1))
-                K[l, :, :, pos:pos + 1] = k
-                Vc[l, :, :, pos:pos + 1] = v
-                att = (q @ K[l, :, :, :pos + 1].transpose(-2, -1)) * (1.0 / math.sqrt(hd))
-                y = (att.softmax(dim=-1) @ Vc[l, :, :, :pos + 1]).view(1, C)
-                x = x + torch.addmm(blk(l, "attn.c_proj.b"), y, blk(l, "attn.c_proj.w"))
-                h = F.layer_norm(x, (C,), blk(l, "ln_2.g"), blk(l, "ln_2.b"), eps)
-                u = F.gelu(torch.addmm(blk(l, "mlp.c_fc.b"), h, blk(l, "mlp.c_fc.w")), approximate="tanh")
-                x = x + torch.addmm(blk(l, "mlp.c_proj.b"), u, blk(l, "mlp.c_proj.w"))
-            pos += 1
-            if i >= len(prefix) - 1:
-                h = F.layer_norm(x, (C,), P["ln_f.g"], P["ln_f.b"], eps)
-                nxt = int(torch.log_softmax(h @ P["wte"].T, dim=-1).argmax())
-                out.append(nxt)
-                tokens.append(nxt)
-        return out
-
-    return forward, generate
+    return np.random.default_rng(0).integers(0, H.SMALL["vocab_size"], (B, T))
 
 
-def seqprob_generate(model, prefix, new):
-    state = model.start(np.asarray(prefix))
-    out = []
-    for i in range(new):
-        nxt = int(np.argmax(state.logprobs))
-        out.append(nxt)
-        if i < new - 1:
-            state = model.step(state, nxt)
-    return out
-
-
-# ----------------------------------------------------------------------------- one process
-def run_child(threads: int, repeats: int, which: list) -> dict:
-    import torch
-    from threadpoolctl import threadpool_limits
+# ----------------------------------------------------------------------------- seqprob child
+def seqprob_model(weights: str):
+    import numpy as np
 
     from seqprob.gpt import GPT, GPTConfig
 
-    torch.set_num_threads(threads)
-    results = {"threads": threads}
-    with threadpool_limits(limits=threads), torch.inference_mode():
-        model = GPT(GPTConfig(**SMALL), seed=0)
-        t_forward, t_generate = torch_model(model.params, SMALL)
-        ids = np.random.default_rng(0).integers(0, SMALL["vocab_size"], (B, T))
-        tids = torch.from_numpy(ids)
-        if "matmul" in which:
-            a = np.random.default_rng(1).standard_normal((4096, 768), dtype=np.float32)
-            w = np.random.default_rng(2).standard_normal((768, 3072), dtype=np.float32)
-            r = timeit(lambda: np.matmul(a, w), repeats)
-            results["matmul"] = {**r, "gflops": 2 * 4096 * 768 * 3072 / r["median_s"] / 1e9}
-        if "forward" in which:
-            diff = float(np.abs(model.logprobs(ids) - t_forward(tids).numpy()).max())
-            timings = timeit_paired({"seqprob": lambda: model.logprobs(ids), "torch": lambda: t_forward(tids),
-                                     "torch_sdpa": lambda: t_forward(tids, sdpa=True)}, repeats)
-            results["forward"] = {**timings, "max_abs_diff": diff, "flops": forward_flops(SMALL, B, T)}
-        if "sample" in which:
-            a_tokens, b_tokens = seqprob_generate(model, [0], NEW), t_generate([0], NEW)
-            agree = float(np.mean(np.array(a_tokens) == np.array(b_tokens)))
-            reps = max(3, repeats // 2)
-            timings = timeit_paired({"seqprob": lambda: seqprob_generate(model, [0], NEW),
-                                     "torch": lambda: t_generate([0], NEW)}, reps, 1)
-            results["sample"] = {**timings, "token_agreement": agree, "flops": decode_flops(SMALL, NEW)}
-    return results
+    model = GPT(GPTConfig(**H.SMALL), seed=0)
+    with np.load(weights) as z:
+        model.load_params({k: z[k] for k in z.files})
+    return model
 
 
-def report(all_results: list) -> str:
-    lines = [f"{'row':<14}{'thr':>4}{'seqprob s':>11}{'torch s':>10}{'ratio':>8}{'ratio(min)':>11}"
-             f"{'seqprob GF/s':>14}{'% peak':>8}   notes"]
-    for res in all_results:
-        thr, peak = res["threads"], res.get("matmul", {}).get("gflops")
-        if peak:
-            r = res["matmul"]
-            lines.append(f"{'matmul':<14}{thr:>4}{r['median_s']:>11.4f}{'':>10}{'':>8}{'':>11}{peak:>14.1f}{100:>7.0f}%"
-                         f"   4096x768x3072 float32 (min {r['min_s']:.4f} max {r['max_s']:.4f})")
-        for row, ref in (("forward", "torch"), ("forward_sdpa", "torch_sdpa"), ("sample", "torch")):
-            key = "forward" if row == "forward_sdpa" else row
-            if key not in res:
-                continue
-            r = res[key]
-            s, t = r["seqprob"]["median_s"], r[ref]["median_s"]
-            gf = r.get("flops", 0) / s / 1e9
-            frac = f"{100 * gf / peak:>7.0f}%" if peak else f"{'':>8}"
-            note = (f"tokens/s {B * T / s:,.0f} vs {B * T / t:,.0f}" if key == "forward" else
-                    f"tokens/s {NEW / s:,.0f} vs {NEW / t:,.0f}" if key == "sample" else "")
-            if key == "forward" and row == "forward":
-                note += f"; max|diff| {r['max_abs_diff']:.1e}"
-            if key == "sample":
-                note += f"; greedy agreement {r['token_agreement']:.2f}"
-            note += f"; seqprob min {r['seqprob']['min_s']:.4f} max {r['seqprob']['max_s']:.4f}"
-            ratio_min = r[ref]["min_s"] / r["seqprob"]["min_s"]
-            lines.append(f"{row:<14}{thr:>4}{s:>11.4f}{t:>10.4f}{t / s:>8.2f}{ratio_min:>11.2f}{gf:>14.1f}{frac}   {note}")
-    return "\n".join(lines)
+def seqprob_generate(model, prefix, new: int) -> list:
+    import numpy as np
+
+    state, out = model.start(np.asarray(prefix)), []
+    for i in range(new):
+        out.append(int(np.argmax(state.logprobs)))
+        if i < new - 1:
+            state = model.step(state, out[-1])
+    return out
+
+
+def seqprob_child(args) -> dict:
+    import numpy as np
+
+    info = H.limit_threads(args.threads[0], torch_side=False)
+    model, ids = seqprob_model(args.weights), inputs()
+    if args.check:  # untimed correctness step
+        np.save(Path(args.out) / "seqprob_logprobs.npy", model.logprobs(ids))
+        return {**info, "greedy": seqprob_generate(model, [0], NEW)}
+    r, w = args.runs, args.warmups
+    return {**info, "matmul": H.numpy_matmul_peak(r, w),
+            "forward": H.timeit(lambda: model.logprobs(ids), r, w),
+            "decode": H.timeit(lambda: seqprob_generate(model, [0], NEW), r, w)}
+
+
+# ----------------------------------------------------------------------------- torch child
+def torch_child(args) -> dict:
+    import numpy as np
+    import torch
+
+    import _torch_gpt as TG
+
+    info = H.limit_threads(args.threads[0], torch_side=True)
+    P, tids, cfg = TG.load_params(args.weights), torch.from_numpy(inputs()), H.SMALL
+    with torch.inference_mode():
+        if args.check:
+            np.save(Path(args.out) / "torch_logprobs.npy", TG.logprobs(P, tids, cfg).numpy())
+            return {**info, "greedy": TG.generate(P, [0], NEW, cfg)}
+        r, w = args.runs, args.warmups
+        return {**info, "matmul": H.torch_matmul_peak(r, w),
+                "forward": H.timeit(lambda: TG.logprobs(P, tids, cfg), r, w),
+                "forward_sdpa": H.timeit(lambda: TG.logprobs(P, tids, cfg, sdpa=True), r, w),
+                "decode": H.timeit(lambda: TG.generate(P, [0], NEW, cfg), r, w)}
+
+
+# ----------------------------------------------------------------------------- parent
+def write_weights(folder: Path) -> str:
+    import numpy as np
+
+    from seqprob.gpt import GPT, GPTConfig
+
+    path = folder / "small.npz"
+    np.savez(path, **GPT(GPTConfig(**H.SMALL), seed=0).params)
+    return str(path)
+
+
+def child_args(args, side: str, threads: int, weights: str, folder: Path, check: bool) -> list:
+    return ["--side", side, "--threads", threads, "--runs", args.runs, "--warmups", args.warmups,
+            "--weights", weights, "--out", folder, *(["--check"] if check else [])]
+
+
+def correctness(args, weights: str, folder: Path) -> None:
+    import numpy as np
+
+    res = {side: H.run_child(__file__, child_args(args, side, 1, weights, folder, True), 1,
+                             args.keep_openblas_env, args.cpus) for side in ("seqprob", "torch")}
+    a, b = np.load(folder / "seqprob_logprobs.npy"), np.load(folder / "torch_logprobs.npy")
+    diff = float(np.abs(a - b).max())
+    agree = float(np.mean(np.array(res["seqprob"]["greedy"]) == np.array(res["torch"]["greedy"])))
+    print(f"correctness (untimed, 1 thread): max |logprob diff| {diff:.2e} (limit 1e-4), "
+          f"greedy {NEW}-token agreement {agree:.2f}")
+    if not diff <= 1e-4:
+        raise SystemExit(f"seqprob and torch disagree: max |diff| {diff:.2e} > 1e-4")
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--which", nargs="+", default=["matmul", "forward", "sample"],
-                    choices=["matmul", "forward", "sample"])
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--json", action="store_true", help="print the raw results as JSON too")
+    H.add_common_args(ap)
+    ap.add_argument("--side", choices=["seqprob", "torch"], help=argparse.SUPPRESS)
+    ap.add_argument("--weights", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    ap.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        print(json.dumps(run_child(args.threads[0], args.repeats, args.which)))
+        H.emit((seqprob_child if args.side == "seqprob" else torch_child)(args))
         return
-    results = []
-    for threads in args.threads:  # a fresh process per thread count
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
-               "MKL_NUM_THREADS": str(threads)}
-        cmd = [sys.executable, __file__, "--child", "--threads", str(threads), "--repeats",
-               str(args.repeats), "--which", *args.which]
-        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
-        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    print(report(results))
+    H.warn_if_short(args)
+    folder = H.workdir()
+    weights = write_weights(folder)
+    print(f"config small {H.SMALL}, forward {B}x{T}, decode +{NEW} tokens (batch 1), float32; "
+          f"{args.warmups} warm-ups, {args.runs} runs, {args.repeats} repeats; weights {weights}")
+    correctness(args, weights, folder)
+    results = {thr: [] for thr in args.threads}
+    for rep in range(args.repeats):
+        for thr in args.threads:
+            pair = tuple(H.run_child(__file__, child_args(args, side, thr, weights, folder, False), thr,
+                                     args.keep_openblas_env, args.cpus) for side in ("seqprob", "torch"))
+            results[thr].append(pair)
+            if rep == 0:
+                H.print_pools(f"{thr} thr seqprob", pair[0])
+                H.print_pools(f"{thr} thr torch  ", pair[1])
+            for key in ("forward", "decode"):
+                print(f"  repeat {rep + 1} {thr} thr {key:<8} seqprob {H.fmt_timing(pair[0][key])}  "
+                      f"torch {H.fmt_timing(pair[1][key])}")
+    print()
+    fwd = forward_flops()
+    H.ratio_table([(f"forward {B}x{T} vs torch eager", "forward", "forward", fwd),
+                   (f"forward {B}x{T} vs torch SDPA", "forward", "forward_sdpa", fwd),
+                   (f"cached decode +{NEW} (batch 1)", "decode", "decode", decode_flops()),
+                   ("float32 matmul 4096x768x3072", "matmul", "matmul", None)], results, args.threads)
+    for thr in args.threads:
+        peaks = [s["matmul"]["gflops"] for s, _ in results[thr]]
+        tpeaks = [t["matmul"]["gflops"] for _, t in results[thr]]
+        print(f"matmul peak {thr} thr: numpy {min(peaks):.1f}-{max(peaks):.1f} GFLOP/s, "
+              f"torch {min(tpeaks):.1f}-{max(tpeaks):.1f} GFLOP/s")
     if args.json:
-        print(json.dumps(results, indent=1))
+        Path(args.json).write_text(json.dumps({str(k): v for k, v in results.items()}, indent=1))
 
 
 if __name__ == "__main__":

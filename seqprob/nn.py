@@ -20,6 +20,8 @@ import math
 
 import numpy as np
 
+from . import _parallel
+
 __all__ = [
     "embedding_forward", "embedding_backward", "layer_norm_forward", "layer_norm_backward",
     "linear_forward", "linear_backward", "gelu_forward", "gelu_backward", "split_heads",
@@ -29,6 +31,32 @@ __all__ = [
 
 GELU_C = math.sqrt(2.0 / math.pi)
 GELU_A = 0.044715
+CHUNK = 1 << 15  # elements per cache-sized piece of a row-blocked elementwise pass (128 KiB float32)
+CHEAP_MIN_WORK = 1 << 20  # per thread, for passes without transcendentals (LayerNorm, bias add):
+# below it the GIL hand-offs of many short ufunc calls on two threads cost more than they save
+
+
+def _rows(a, width):
+    """The (N, width) 2-D view of a C-contiguous array, or None (then work on it whole)."""
+    return a.reshape(-1, width) if a is not None and a.flags.c_contiguous else None
+
+
+def _by_chunks(fn, n_rows, width, min_work=None):
+    """Run ``fn(lo, hi)`` over cache-sized row chunks, the chunks spread over the thread pool
+    (or once over all rows when the work stays on one thread).
+
+    Every row is computed by the same operations whatever the split, so the results do not
+    depend on the chunk size or the number of threads.
+    """
+    step = max(1, CHUNK // max(width, 1))
+    if _parallel.num_threads() <= 1 or n_rows * width < 2 * (min_work or _parallel.MIN_WORK):
+        return [fn(0, n_rows)]  # one thread: whole-array passes (fewest Python calls)
+
+    def run(lo, hi):
+        for a in range(lo, hi, step):
+            fn(a, min(a + step, hi))
+
+    return _parallel.for_row_blocks(run, n_rows, n_rows * width, min_work)
 
 
 def embedding_forward(ids, W, out=None):
@@ -49,24 +77,42 @@ def layer_norm_forward(x, g, b, eps=1e-5, out=None, xhat_out=None):
     """LayerNorm over the last axis: biased variance, eps inside the square root.
 
     ``b`` may be None (no bias). Passing ``xhat_out=out`` saves a buffer when no backward
-    will follow (the cached x̂ is then overwritten by y).
+    will follow (the cached x̂ is then overwritten by y). Large inputs are normalized in
+    cache-sized row chunks spread over the thread pool (same values).
 
     Notes
     -----
     y = (x - mean) / sqrt(var + eps) * g + b.
     """
+    C = x.shape[-1]
+    xhat = np.empty_like(x) if xhat_out is None else xhat_out  # (..., C)
+    y = np.empty(x.shape, np.result_type(x, g, *([] if b is None else [b]))) if out is None else out
+    rstd = np.empty(x.shape[:-1] + (1,), dtype=x.dtype)  # (..., 1)
+    x2, xh2, y2, r2 = _rows(x, C), _rows(xhat, C), _rows(y, C), rstd.reshape(-1, 1)
+    if x2 is None or xh2 is None or y2 is None:
+        _layer_norm_rows(x, g, b, eps, xhat, rstd, y)
+        return y, (xhat, rstd, g)
+
+    def chunk(lo, hi):
+        _layer_norm_rows(x2[lo:hi], g, b, eps, xh2[lo:hi], r2[lo:hi], y2[lo:hi])
+
+    _by_chunks(chunk, len(x2), C, CHEAP_MIN_WORK)
+    return y, (xhat, rstd, g)
+
+
+def _layer_norm_rows(x, g, b, eps, xhat, rstd, y):
+    """LayerNorm of rows x (n, C) into xhat, rstd (n, 1) and y (xhat may be y)."""
     mean = x.mean(axis=-1, keepdims=True)
-    xhat = np.subtract(x, mean, out=xhat_out)  # (..., C)
-    var = np.einsum("...i,...i->...", xhat, xhat)[..., None]
+    np.subtract(x, mean, out=xhat)  # (n, C)
+    var = np.einsum("...i,...i->...", xhat, xhat, out=rstd[..., 0])[..., None]
     var *= 1.0 / x.shape[-1]
     var += eps
-    rstd = np.sqrt(var, out=var)
-    np.divide(1.0, rstd, out=rstd)
-    xhat *= rstd
-    y = np.multiply(xhat, g, out=out)
+    np.sqrt(var, out=var)
+    np.divide(1.0, var, out=var)
+    xhat *= var
+    np.multiply(xhat, g, out=y)
     if b is not None:
         y += b
-    return y, (xhat, rstd, g)
 
 
 def layer_norm_backward(dy, cache, out=None):
@@ -81,14 +127,29 @@ def layer_norm_backward(dy, cache, out=None):
     rows_dy, rows_xhat = dy.reshape(-1, C), xhat.reshape(-1, C)
     dg = np.einsum("ni,ni->i", rows_dy, rows_xhat)
     db = rows_dy.sum(axis=0)
-    dxhat = np.multiply(dy, g, out=out)
-    m1 = dxhat.mean(axis=-1, keepdims=True)
-    m2 = np.einsum("...i,...i->...", dxhat, xhat)[..., None]
+    dx = np.empty_like(dy) if out is None else out
+    dx2, dy2, xh2, r2 = _rows(dx, C), _rows(dy, C), _rows(xhat, C), rstd.reshape(-1, 1)
+    if dx2 is None or dy2 is None or xh2 is None:
+        _layer_norm_dx_rows(dy, g, xhat, rstd, dx)
+        return dx, dg, db
+
+    def chunk(lo, hi):
+        _layer_norm_dx_rows(dy2[lo:hi], g, xh2[lo:hi], r2[lo:hi], dx2[lo:hi])
+
+    _by_chunks(chunk, len(dx2), C, CHEAP_MIN_WORK)
+    return dx, dg, db
+
+
+def _layer_norm_dx_rows(dy, g, xhat, rstd, dx):
+    """dx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ x̂)), ĝ = dy g, for rows (n, C) (dx may be dy)."""
+    C = xhat.shape[-1]
+    np.multiply(dy, g, out=dx)
+    m1 = dx.mean(axis=-1, keepdims=True)
+    m2 = np.einsum("...i,...i->...", dx, xhat)[..., None]
     m2 *= 1.0 / C
-    dxhat -= m1
-    dxhat -= xhat * m2
-    dxhat *= rstd
-    return dxhat, dg, db
+    dx -= m1
+    dx -= xhat * m2
+    dx *= rstd
 
 
 def linear_forward(x, W, b=None, out=None):
@@ -98,10 +159,18 @@ def linear_forward(x, W, b=None, out=None):
     """
     x2 = x.reshape(-1, x.shape[-1])
     out2 = None if out is None else out.reshape(-1, W.shape[1])
-    y = np.matmul(x2, W, out=out2)
+    y = np.matmul(x2, W, out=out2)  # (N, out)
     if b is not None:
-        y += b
+        _add_rows(y, b)
     return y.reshape(*x.shape[:-1], W.shape[1]), (x, W, b is not None)
+
+
+def _add_rows(y, b):
+    """y += b for rows y (N, n), the rows spread over the thread pool."""
+    def add(lo, hi):
+        y[lo:hi] += b
+
+    _parallel.for_row_blocks(add, len(y), y.size, CHEAP_MIN_WORK)
 
 
 def linear_backward(dy, cache, dW_out=None, db_out=None, dx_out=None):
@@ -117,42 +186,70 @@ def linear_backward(dy, cache, dW_out=None, db_out=None, dx_out=None):
 
 def gelu_forward(x, out=None, tanh_out=None):
     """GELU, tanh approximation (GPT-2's ``gelu_new``). ``out`` may be ``x`` (in place) when
-    no backward follows; the cache holds (x, tanh term).
+    no backward follows; the cache holds (x, tanh term). Large inputs run in cache-sized row
+    chunks spread over the thread pool (same values).
 
     Notes
     -----
     gelu(x) = x/2 (1 + tanh(sqrt(2/π) (x + 0.044715 x³))).
     """
-    t = np.multiply(x, x, out=tanh_out)
+    inplace = out is x
+    y = np.empty_like(x) if out is None else out
+    t = np.empty_like(x) if tanh_out is None else tanh_out
+    width = x.shape[-1] if x.ndim else 1
+    x2, y2, t2 = _rows(x, width), _rows(y, width), _rows(t, width)
+    if x2 is None or y2 is None or t2 is None:
+        _gelu_rows(x, y, t, inplace)
+    else:
+        _by_chunks(lambda lo, hi: _gelu_rows(x2[lo:hi], y2[lo:hi], t2[lo:hi], inplace), len(x2), width)
+    return (x, None) if inplace else (y, (x, t))
+
+
+def _gelu_rows(x, y, t, inplace):
+    """GELU of x into y (y may be x), t receiving the tanh term (overwritten if in place)."""
+    np.multiply(x, x, out=t)
     t *= GELU_A * GELU_C
     t += GELU_C
     t *= x
     np.tanh(t, out=t)
-    if out is x:  # in place: the tanh buffer becomes (1 + t)/2, then x *= it
+    if inplace:  # the tanh buffer becomes (1 + t)/2, then x *= it
         t *= 0.5
         t += 0.5
         x *= t
-        return x, None
-    y = np.multiply(t, 0.5, out=out)
+        return
+    np.multiply(t, 0.5, out=y)
     y += 0.5
     y *= x
-    return y, (x, t)
 
 
 def gelu_backward(dy, cache, out=None):
-    """dgelu/dx = (1 + t)/2 + x/2 (1 - t²) sqrt(2/π) (1 + 3·0.044715 x²), t the cached tanh."""
+    """dgelu/dx = (1 + t)/2 + x/2 (1 - t²) sqrt(2/π) (1 + 3·0.044715 x²), t the cached tanh.
+
+    ``out`` may be ``dy`` (in place).
+    """
     x, t = cache
+    d = np.empty_like(dy) if out is None else out
+    width = x.shape[-1] if x.ndim else 1
+    arrays = [_rows(a, width) for a in (dy, x, t, d)]
+    if any(a is None for a in arrays):
+        _gelu_grad_rows(dy, x, t, d)
+        return d
+    dy2, x2, t2, d2 = arrays
+    _by_chunks(lambda lo, hi: _gelu_grad_rows(dy2[lo:hi], x2[lo:hi], t2[lo:hi], d2[lo:hi]), len(d2), width)
+    return d
+
+
+def _gelu_grad_rows(dy, x, t, d):
     inner = x * x
     inner *= 3 * GELU_A * 0.5 * GELU_C
     inner += 0.5 * GELU_C
     inner *= x
-    d = np.multiply(t, t, out=out)
-    np.subtract(1.0, d, out=d)
-    d *= inner
-    d += 0.5
-    d += 0.5 * t
-    d *= dy
-    return d
+    g = np.multiply(t, t)
+    np.subtract(1.0, g, out=g)
+    g *= inner
+    g += 0.5
+    g += 0.5 * t
+    np.multiply(g, dy, out=d)
 
 
 def split_heads(qkv, n_head):
@@ -179,7 +276,18 @@ def causal_mask(T, dtype, offset=0):
 
 
 def softmax_inplace(s):
-    """Softmax over the last axis, overwriting ``s`` (-inf entries become 0)."""
+    """Softmax over the last axis, overwriting ``s`` (-inf entries become 0).
+
+    Large inputs run in row blocks over the thread pool (split along the first axis, so
+    ``s`` may be any strided view).
+    """
+    if s.ndim < 2 or s.size < 2 * _parallel.MIN_WORK:
+        return _softmax_rows(s)
+    _parallel.for_row_blocks(lambda lo, hi: _softmax_rows(s[lo:hi]), len(s), s.size)
+    return s
+
+
+def _softmax_rows(s):
     m = s.max(axis=-1, keepdims=True)
     s -= m
     np.exp(s, out=s)
@@ -189,7 +297,16 @@ def softmax_inplace(s):
 
 
 def log_softmax_inplace(u, tmp=None):
-    """Log-softmax over the last axis, overwriting ``u``; ``tmp`` is an optional scratch buffer."""
+    """Log-softmax over the last axis, overwriting ``u``; ``tmp`` is an optional scratch buffer
+    of ``u``'s shape. Large inputs run in row blocks over the thread pool (same values)."""
+    if u.ndim < 2 or u.size < 2 * _parallel.MIN_WORK:
+        return _log_softmax_rows(u, tmp)
+    _parallel.for_row_blocks(
+        lambda lo, hi: _log_softmax_rows(u[lo:hi], None if tmp is None else tmp[lo:hi]), len(u), u.size)
+    return u
+
+
+def _log_softmax_rows(u, tmp=None):
     m = u.max(axis=-1, keepdims=True)
     u -= m
     e = np.exp(u, out=tmp)
@@ -202,12 +319,12 @@ def attention_forward(qkv, n_head, out=None, probs_out=None, q_block=128):
     """Causal multi-head self-attention on a fused qkv (B, T, 3C) -> y (B, T, C).
 
     Works one sequence and one block of ``q_block`` queries at a time, so the scores stay
-    in cache and key blocks entirely above the diagonal are never computed. The cache holds
-    the full probabilities P (B, H, T, T) (written into ``probs_out`` when given).
+    in cache and key blocks entirely above the diagonal are never computed. The cache holds the full probabilities P (B, H, T, T)
+    (written into ``probs_out`` when given).
 
     Notes
     -----
-    P = softmax(q kᵀ / sqrt(hd) + mask) per head, y = P v, heads concatenated.
+    P = softmax((q / sqrt(hd)) kᵀ + mask) per head, y = P v, heads concatenated.
     """
     B, T, C3 = qkv.shape
     C = C3 // 3
@@ -217,25 +334,39 @@ def attention_forward(qkv, n_head, out=None, probs_out=None, q_block=128):
     y = np.empty((B, T, C), dtype=qkv.dtype) if out is None else out
     yh = y.reshape(B, T, n_head, hd).transpose(0, 2, 1, 3)  # (B, H, T, hd) view of y
     mask = causal_mask(T, qkv.dtype)
-    for b in range(B):
+    scale = qkv.dtype.type(1.0 / math.sqrt(hd))
+    for b in range(B):  # GEMMs here, on BLAS's own threads; elementwise work row-blocked
+        qs = np.multiply(q[b], scale)  # (H, T, hd)
         for q0 in range(0, T, q_block):
             q1 = min(q0 + q_block, T)
-            s = np.matmul(q[b, :, q0:q1], k[b, :, :q1].transpose(0, 2, 1), out=probs[b, :, q0:q1, :q1])
-            s *= 1.0 / math.sqrt(hd)
-            s += mask[q0:q1, :q1]
-            softmax_inplace(s)  # (H, tq, q1)
+            s = np.matmul(qs[:, q0:q1], k[b, :, :q1].transpose(0, 2, 1), out=probs[b, :, q0:q1, :q1])
+            _masked_softmax(s, mask[q0:q1, :q1])  # (H, tq, q1)
             np.matmul(s, v[b, :, :q1], out=yh[b, :, q0:q1])
         for q0 in range(0, T - q_block, q_block):
             probs[b, :, q0:q0 + q_block, q0 + q_block:] = 0.0
     return y, (qkv, probs, n_head)
 
 
+def _masked_softmax(s, mask):
+    """softmax(s + mask) in place over the last axis; s (H, tq, tk).
+
+    Runs in the calling thread: between two GEMMs, OpenBLAS's worker threads still spin on
+    the other core, and a pool thread competing with them was measured slower than none.
+    """
+    s += mask
+    _softmax_rows(s)
+
+
 def attention_backward(dy, cache, out=None, scratch=None):
     """Gradient of :func:`attention_forward` with respect to the fused qkv: (B, T, 3C).
+
+    ``scratch`` (B, H, T, T) may receive dP. One sequence at a time: its GEMMs use BLAS's
+    threads, its elementwise work runs between them in the calling thread.
 
     Notes
     -----
     dP = dy vᵀ, dv = Pᵀ dy, dS = P ∘ (dP - Σ_j dP∘P), dq = dS k / sqrt(hd), dk = dSᵀ q / sqrt(hd).
+    The scale is applied to dy before dP (dS / sqrt(hd) comes out directly).
     """
     qkv, probs, n_head = cache
     B, T, C3 = qkv.shape
@@ -244,15 +375,24 @@ def attention_backward(dy, cache, out=None, scratch=None):
     dqkv = np.empty_like(qkv) if out is None else out
     dq, dk, dv = split_heads(dqkv, n_head)
     dyh = dy.reshape(B, T, n_head, hd).transpose(0, 2, 1, 3)  # (B, H, T, hd)
-    dP = np.matmul(dyh, v.transpose(0, 1, 3, 2), out=scratch)  # (B, H, T, T)
-    np.matmul(probs.transpose(0, 1, 3, 2), dyh, out=dv)
-    dot = np.einsum("bhij,bhij->bhi", dP, probs)[..., None]
-    dP -= dot
-    dP *= probs
-    dP *= 1.0 / math.sqrt(hd)
-    np.matmul(dP, k, out=dq)
-    np.matmul(dP.transpose(0, 1, 3, 2), q, out=dk)
+    scale = qkv.dtype.type(1.0 / math.sqrt(hd))
+    for b in range(B):
+        P = probs[b]  # (H, T, T)
+        dS = np.matmul(np.multiply(dyh[b], scale), v[b].transpose(0, 2, 1),
+                       out=None if scratch is None else scratch[b])  # (H, T, T) = dP / sqrt(hd)
+        np.matmul(P.transpose(0, 2, 1), dyh[b], out=dv[b])
+        _softmax_grad(dS, P)
+        np.matmul(dS, k[b], out=dq[b])
+        np.matmul(dS.transpose(0, 2, 1), q[b], out=dk[b])
     return dqkv
+
+
+def _softmax_grad(dP, P):
+    """dP <- P ∘ (dP - Σ_j dP∘P) in place; (H, T, T), in the calling thread (see
+    :func:`_masked_softmax`)."""
+    dot = np.einsum("hij,hij->hi", dP, P)[..., None]
+    dP -= dot
+    dP *= P
 
 
 def cross_entropy_forward(logits, targets, mask=None, inplace=False):
@@ -292,23 +432,37 @@ def cross_entropy_fused(logits, targets, mask=None, chunk=128):
     """Loss and gradient of :func:`cross_entropy_forward` in one pass over row chunks.
 
     Overwrites ``logits`` (N, V) with dloss/dlogits (no second (N, V) buffer, each chunk
-    stays in cache). Returns ``(loss, grad)``; same values as the forward/backward pair.
+    stays in cache; the chunks are spread over the thread pool). Returns ``(loss, grad)``;
+    same values as the forward/backward pair, the loss summed over the chunks in order.
     """
     N = len(targets)
     w = np.ones(N, dtype=logits.dtype) if mask is None else mask.astype(logits.dtype)
     w /= max(float(w.sum()), 1.0)
+    starts = list(range(0, N, chunk))
+
+    def chunks(lo, hi):
+        return [_cross_entropy_chunk(logits[i:i + chunk], targets[i:i + chunk], w[i:i + chunk])
+                for i in starts[lo:hi]]
+
+    parts = _parallel.for_row_blocks(chunks, len(starts), logits.size)
     total = 0.0
-    for i in range(0, N, chunk):
-        u, t, wc = logits[i:i + chunk], targets[i:i + chunk], w[i:i + chunk]
-        rows = np.arange(len(t))
-        u -= u.max(axis=-1, keepdims=True)
-        picked = u[rows, t]  # u_t - max
-        np.exp(u, out=u)
-        s = u.sum(axis=-1)
-        total -= float(np.dot((picked - np.log(s)).astype(np.float64), wc))
-        u *= (wc / s)[:, None]
-        u[rows, t] -= wc
+    for part in parts:
+        for value in part:
+            total -= value
     return total, logits
+
+
+def _cross_entropy_chunk(u, t, wc) -> float:
+    """Overwrite logits rows u (n, V) with w (softmax - onehot); returns Σ w log p(target)."""
+    rows = np.arange(len(t))
+    u -= u.max(axis=-1, keepdims=True)
+    picked = u[rows, t]  # u_t - max
+    np.exp(u, out=u)
+    s = u.sum(axis=-1)
+    value = float(np.sum((picked - np.log(s)).astype(np.float64) * wc))  # no BLAS in pool workers
+    u *= (wc / s)[:, None]
+    u[rows, t] -= wc
+    return value
 
 
 def dropout_forward(x, p, rng):

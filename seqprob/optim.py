@@ -13,6 +13,7 @@ from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
+from . import _parallel
 from .checks import check_int, check_real
 from .errors import CheckpointError, InputError
 
@@ -273,36 +274,23 @@ class AdamW:
         b1, b2 = self.betas
         sq_bc2 = math.sqrt(1.0 - b2 ** self.t)
         dt = p.dtype.type
-        c1, c2 = dt(1 - b1), dt(1 - b2)
-        cs, ce = dt(-self.lr * sq_bc2 / (1.0 - b1 ** self.t)), dt(self.eps * sq_bc2)
-        factor = dt(1.0 - self.lr * self.weight_decay)
-        b2 = dt(b2)
-        size = min(_CHUNK, p.size)
-        t1, t2 = np.empty(size, p.dtype), np.empty(size, p.dtype)
-        mul, add, sub, sqrt, div = np.multiply, np.add, np.subtract, np.sqrt, np.divide
+        consts = (dt(1 - b1), dt(1 - b2), dt(b2), dt(-self.lr * sq_bc2 / (1.0 - b1 ** self.t)),
+                  dt(self.eps * sq_bc2), dt(1.0 - self.lr * self.weight_decay))
         if not (self.weight_decay and self.lr):
             decay = None
-        for i, lo in enumerate(range(0, p.size, _CHUNK)):
-            hi = min(lo + _CHUNK, p.size)
-            n = hi - lo
-            pc, gc, mc, vc, a, b = p[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi], t1[:n], t2[:n]
-            if decay is True:
-                mul(pc, factor, out=pc)     # decoupled decay: p *= 1 - lr wd
-            elif decay is not None:
-                for d0, d1 in decay[i]:
-                    mul(pc[d0:d1], factor, out=pc[d0:d1])
-            sub(gc, mc, out=a)              # m += (1 - b1) (g - m)   (torch: lerp)
-            mul(a, c1, out=a)
-            add(mc, a, out=mc)
-            mul(vc, b2, out=vc)             # v = b2 v + (1 - b2) g^2
-            mul(gc, gc, out=b)
-            mul(b, c2, out=b)
-            add(vc, b, out=vc)
-            sqrt(vc, out=b)                 # sqrt(v) + eps sqrt(bc2)
-            add(b, ce, out=b)
-            div(mc, b, out=a)               # p -= lr sqrt(bc2) / bc1 * m / (...)
-            mul(a, cs, out=a)
-            add(pc, a, out=pc)
+        size = min(_CHUNK, p.size)
+        starts = range(0, p.size, _CHUNK)
+
+        def chunks(c0, c1):  # chunks c0..c1-1, with their own scratch
+            t1, t2 = np.empty(size, p.dtype), np.empty(size, p.dtype)
+            for i in range(c0, c1):
+                lo = starts[i]
+                hi = min(lo + _CHUNK, p.size)
+                spans = decay if decay is None or decay is True else decay[i]
+                _adamw_chunk(p[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi], t1[:hi - lo], t2[:hi - lo],
+                             consts, spans)
+
+        _parallel.for_row_blocks(chunks, len(starts), 4 * p.size)
 
     # -- state ---------------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -344,6 +332,32 @@ class AdamW:
     def __repr__(self) -> str:
         return (f"AdamW(lr={self.lr!r}, betas={self.betas!r}, eps={self.eps!r}, "
                 f"weight_decay={self.weight_decay!r}, params={len(self.names)}, step={self.t})")
+
+
+def _adamw_chunk(pc, gc, mc, vc, a, b, consts, decay) -> None:
+    """One AdamW update of a chunk in place; ``a``, ``b`` are scratch of the chunk's size.
+
+    ``decay``: True (decay the whole chunk), None, or the (start, stop) ranges to decay.
+    """
+    c1, c2, b2, cs, ce, factor = consts
+    mul, add, sub, sqrt, div = np.multiply, np.add, np.subtract, np.sqrt, np.divide
+    if decay is True:
+        mul(pc, factor, out=pc)     # decoupled decay: p *= 1 - lr wd
+    elif decay is not None:
+        for d0, d1 in decay:
+            mul(pc[d0:d1], factor, out=pc[d0:d1])
+    sub(gc, mc, out=a)              # m += (1 - b1) (g - m)   (torch: lerp)
+    mul(a, c1, out=a)
+    add(mc, a, out=mc)
+    mul(vc, b2, out=vc)             # v = b2 v + (1 - b2) g^2
+    mul(gc, gc, out=b)
+    mul(b, c2, out=b)
+    add(vc, b, out=vc)
+    sqrt(vc, out=b)                 # sqrt(v) + eps sqrt(bc2)
+    add(b, ce, out=b)
+    div(mc, b, out=a)               # p -= lr sqrt(bc2) / bc1 * m / (...)
+    mul(a, cs, out=a)
+    add(pc, a, out=pc)
 
 
 def cosine_schedule(step, lr: float, warmup: int, total: int, min_lr: float = 0.0):
@@ -434,8 +448,20 @@ def clip_grad_norm(grads, max_norm: float) -> float:
         coef = max_norm / (norm + 1e-6)
         targets = [root] if root is not None else arrays
         for a in targets:
-            a *= a.dtype.type(coef)
+            _scale_in_place(a, a.dtype.type(coef))
     return norm
+
+
+def _scale_in_place(a: np.ndarray, coef) -> None:
+    """a *= coef; a 1-D array is scaled in blocks over the thread pool (same values)."""
+    if a.ndim != 1:
+        a *= coef
+        return
+
+    def scale(lo, hi):
+        a[lo:hi] *= coef
+
+    _parallel.for_row_blocks(scale, a.size, a.size)
 
 
 def _sum_squares(arrays) -> float:

@@ -1,0 +1,191 @@
+"""Shared machinery of the seqprob-vs-reference benchmarks: one side per fresh process.
+
+The method (benchmarks/README.md): every side (seqprob numpy, torch) runs alone in its own
+fresh subprocess, the two sides one after the other and never at the same time; both get the
+same thread count, set by environment (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``,
+``MKL_NUM_THREADS``) before the process starts *and* by API inside it
+(``threadpoolctl.threadpool_limits``, ``torch.set_num_threads``); each timing is the median
+with min/max of ``runs`` (>= 7) timed calls after ``warmups`` (>= 2) untimed ones; the whole
+pair is repeated ``repeats`` (>= 3) times and the spread of the per-repeat ratios is printed.
+Ratios are reference time / seqprob time (> 1: seqprob faster). Peak memory is the child's
+own ``ru_maxrss``.
+
+``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE`` (set on some machines to work around old
+OpenBLAS bugs) slow a current numpy; the children run without them unless
+``--keep-openblas-env`` is given, and each child reports the BLAS kernel it actually runs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+OPENBLAS_TUNING_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+SMALL = dict(vocab_size=4096, block_size=256, n_layer=4, n_head=4, n_embd=256)
+MATMUL_SHAPE = (4096, 768, 3072)  # (M, K, N): the float32 GEMM whose rate is "peak"
+
+
+# ----------------------------------------------------------------------------- parent side
+def child_env(threads: int, keep_openblas_env: bool = False) -> dict:
+    """The environment of a benchmark child: thread variables set, seqprob importable."""
+    env = {**os.environ, **{v: str(threads) for v in THREAD_VARS}, "SEQPROB_NUM_THREADS": str(threads)}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    if not keep_openblas_env:
+        for var in OPENBLAS_TUNING_VARS:
+            env.pop(var, None)
+    return env
+
+
+def run_child(script: str, args: list, threads: int, keep_openblas_env: bool = False,
+              cpus: str | None = None) -> dict:
+    """Run ``script --child ARGS`` in a fresh process and return the JSON it prints last.
+
+    ``cpus`` (e.g. "0,1") pins the child with ``taskset`` when given.
+    """
+    cmd = [sys.executable, script, "--child", *map(str, args)]
+    if cpus:
+        cmd = ["taskset", "-c", cpus, *cmd]
+    proc = subprocess.run(cmd, env=child_env(threads, keep_openblas_env), capture_output=True,
+                          text=True, cwd=ROOT)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr)
+        raise RuntimeError(f"benchmark child failed ({proc.returncode}): {' '.join(cmd)}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def workdir() -> Path:
+    """A temporary folder for weights and outputs shared by the children (never committed)."""
+    return Path(tempfile.mkdtemp(prefix="seqprob-bench-"))
+
+
+def add_common_args(ap) -> None:
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--runs", type=int, default=7, help="timed runs per row (>= 7 for figures)")
+    ap.add_argument("--warmups", type=int, default=2, help="untimed runs first (>= 2)")
+    ap.add_argument("--repeats", type=int, default=3, help="repeats of the whole pair (>= 3)")
+    ap.add_argument("--cpus", default=None, help="pin children with taskset -c CPUS (e.g. 0,1)")
+    ap.add_argument("--keep-openblas-env", action="store_true",
+                    help="keep OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE in the children")
+    ap.add_argument("--json", default=None, help="also write every raw result to this file")
+    ap.add_argument("--child", action="store_true", help="internal: run one side")
+
+
+def warn_if_short(args) -> None:
+    if args.runs < 7 or args.warmups < 2 or args.repeats < 3:
+        print(f"NOTE: runs {args.runs}, warm-ups {args.warmups}, repeats {args.repeats} is a smoke "
+              "test; published figures need >= 7 runs, >= 2 warm-ups, >= 3 repeats.")
+
+
+# ----------------------------------------------------------------------------- child side
+def limit_threads(threads: int, torch_side: bool) -> dict:
+    """Set the thread count by API (the environment was set by the parent) and describe the
+    BLAS / OpenMP pools this process really uses (library, kernel, threads)."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    if torch_side:
+        import torch
+
+        torch.set_num_threads(threads)
+    limit_threads.keep = threadpool_limits(limits=threads)  # held for the process' lifetime
+    pools = [{"api": p["internal_api"], "lib": Path(p["filepath"]).name, "threads": p["num_threads"],
+              "kernel": p.get("architecture")} for p in threadpool_info()]
+    if torch_side:
+        import torch
+
+        pools.append({"api": "torch", "threads": torch.get_num_threads(),
+                      "kernel": torch.backends.cpu.get_cpu_capability()})
+    return {"threads": threads, "pools": pools,
+            "openblas_env": {v: os.environ.get(v) for v in OPENBLAS_TUNING_VARS}}
+
+
+def timeit(fn, runs: int, warmups: int) -> dict:
+    """Median, min and max seconds of ``runs`` calls of ``fn`` after ``warmups`` calls."""
+    for _ in range(warmups):
+        fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return {"median": statistics.median(times), "min": min(times), "max": max(times)}
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process so far (ru_maxrss is KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def numpy_matmul_peak(runs: int, warmups: int) -> dict:
+    """Time the float32 GEMM (M, K) @ (K, N) with numpy; GFLOP/s from the median."""
+    import numpy as np
+
+    M, K, N = MATMUL_SHAPE
+    a = np.random.default_rng(1).standard_normal((M, K), dtype=np.float32)
+    w = np.random.default_rng(2).standard_normal((K, N), dtype=np.float32)
+    out = np.empty((M, N), np.float32)
+    r = timeit(lambda: np.matmul(a, w, out=out), runs, warmups)
+    return {**r, "gflops": 2 * M * K * N / r["median"] / 1e9}
+
+
+def torch_matmul_peak(runs: int, warmups: int) -> dict:
+    import torch
+
+    M, K, N = MATMUL_SHAPE
+    g = torch.Generator().manual_seed(1)
+    a, w = torch.randn(M, K, generator=g), torch.randn(K, N, generator=g)
+    out = torch.empty(M, N)
+    r = timeit(lambda: torch.mm(a, w, out=out), runs, warmups)
+    return {**r, "gflops": 2 * M * K * N / r["median"] / 1e9}
+
+
+def emit(result: dict) -> None:
+    """The child's last stdout line: its results as JSON, with its peak RSS."""
+    print(json.dumps({**result, "peak_rss_mib": peak_rss_mib()}))
+
+
+# ----------------------------------------------------------------------------- reporting
+def spread(values: list) -> str:
+    """'median [min-max]' of a list of per-repeat figures."""
+    return f"{statistics.median(values):.2f}x [{min(values):.2f}-{max(values):.2f}]"
+
+
+def fmt_timing(r: dict) -> str:
+    return f"{r['median']:.4f} s [{r['min']:.4f}-{r['max']:.4f}]"
+
+
+def print_pools(label: str, info: dict) -> None:
+    pools = "; ".join(f"{p['api']} {p.get('lib', '')} {p['threads']} thr kernel {p['kernel']}"
+                      for p in info["pools"])
+    env = ", ".join(f"{k}={v}" for k, v in info["openblas_env"].items() if v) or "unset"
+    print(f"  {label}: {pools} (OPENBLAS_CORETYPE/L2_SIZE: {env})")
+
+
+def ratio_table(rows: list, results: dict, threads: list, peak_key: str | None = "matmul") -> None:
+    """Print per (row, threads): each repeat's medians and ratio, then the ratio spread.
+
+    ``rows``: (label, seqprob key, reference key, flops or None); ``results[threads]`` is a list
+    of (seqprob result, reference result) pairs, one per repeat.
+    """
+    print(f"{'row':<34}{'thr':>4}  {'seqprob median s':>17}  {'reference median s':>19}  "
+          f"{'ratio ref/seqprob: median [min-max] over repeats':<50}{'% of numpy matmul peak'}")
+    for label, skey, rkey, flops in rows:
+        for thr in threads:
+            pairs = [(s, r) for s, r in results[thr] if skey in s and rkey in r]
+            if not pairs:
+                continue
+            ratios = [r[rkey]["median"] / s[skey]["median"] for s, r in pairs]
+            smed = statistics.median(s[skey]["median"] for s, _ in pairs)
+            rmed = statistics.median(r[rkey]["median"] for _, r in pairs)
+            peak = ""
+            if flops and peak_key:
+                fr = [flops / s[skey]["median"] / 1e9 / s[peak_key]["gflops"] for s, _ in pairs]
+                peak = f"{100 * statistics.median(fr):.0f}% [{100 * min(fr):.0f}-{100 * max(fr):.0f}]"
+            print(f"{label:<34}{thr:>4}  {smed:>17.4f}  {rmed:>19.4f}  {spread(ratios):<50}{peak}")

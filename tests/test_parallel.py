@@ -1,0 +1,148 @@
+"""The row-blocked thread pool and the kernels that use it: same numbers at any thread count."""
+import os
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from seqprob import _parallel, nn
+from seqprob.errors import InputError
+from seqprob.optim import AdamW
+from budget import examples
+
+
+@pytest.fixture
+def threads(monkeypatch):
+    """Force splitting even tiny arrays (MIN_WORK 1, chunks of 7 elements); yields a setter."""
+    monkeypatch.setattr(_parallel, "MIN_WORK", 1)
+    monkeypatch.setattr(nn, "CHUNK", 7)
+    yield _parallel.set_num_threads
+    _parallel.set_num_threads(None)
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(n_rows=st.integers(1, 40), n_threads=st.integers(1, 5))
+def test_row_blocks_cover_every_row_once_in_order(n_rows, n_threads):
+    _parallel.set_num_threads(n_threads)
+    try:
+        seen = []
+        parts = _parallel.for_row_blocks(lambda lo, hi: list(range(lo, hi)), n_rows, work=10 ** 9)
+        for part in parts:
+            seen.extend(part)
+        assert seen == list(range(n_rows))
+        assert len(parts) == min(n_threads, n_rows)
+    finally:
+        _parallel.set_num_threads(None)
+
+
+def test_small_work_runs_inline_in_the_caller():
+    callers = _parallel.for_row_blocks(lambda lo, hi: threading.current_thread().name, 100, work=10)
+    assert callers == [threading.current_thread().name]
+
+
+def test_nested_calls_run_inline_without_deadlock(threads):
+    threads(2)
+    inner = _parallel.for_row_blocks(
+        lambda lo, hi: len(_parallel.for_row_blocks(lambda a, b: b - a, 10, work=10 ** 9)), 4, work=10 ** 9)
+    assert inner == [1, 1]  # each worker ran its inner call as one block
+
+
+def test_worker_errors_reach_the_caller(threads):
+    threads(3)
+
+    def fail_last(lo, hi):
+        if hi == 9:
+            raise ValueError("block")
+        return hi
+
+    with pytest.raises(ValueError, match="block"):
+        _parallel.for_row_blocks(fail_last, 9, work=10 ** 9)
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5, "2"])
+def test_set_num_threads_rejects_bad_counts(bad):
+    with pytest.raises(InputError, match="integer >= 1"):
+        _parallel.set_num_threads(bad)
+
+
+def test_thread_count_from_environment(monkeypatch):
+    monkeypatch.setenv("SEQPROB_NUM_THREADS", "3")
+    _parallel.set_num_threads(None)
+    assert _parallel.num_threads() == 3
+    monkeypatch.setenv("SEQPROB_NUM_THREADS", "zero")
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    _parallel.set_num_threads(None)
+    assert _parallel.num_threads() == 2
+    monkeypatch.undo()
+    _parallel.set_num_threads(None)
+
+
+def test_pool_works_in_a_forked_child(threads):
+    threads(2)
+    _parallel.for_row_blocks(lambda lo, hi: None, 4, work=10 ** 9)  # the parent's pool exists
+    pid = os.fork()
+    if pid == 0:  # child: the inherited pool has no threads; a new one must be made
+        ok = _parallel.for_row_blocks(lambda lo, hi: hi - lo, 4, work=10 ** 9) == [2, 2]
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+# ----------------------------------------------------------------------------- kernels
+def _run_kernels(seed, shape, dtype):
+    rng = np.random.default_rng(seed)
+    N, C = shape
+    x = rng.standard_normal((2, N, C)).astype(dtype)
+    g, b = rng.standard_normal(C).astype(dtype), rng.standard_normal(C).astype(dtype)
+    dy = rng.standard_normal(x.shape).astype(dtype)
+    out = {}
+    y, cache = nn.layer_norm_forward(x, g, b)
+    out["ln"], out["ln_bwd"] = y, nn.layer_norm_backward(dy, cache)[0]
+    u, cache = nn.gelu_forward(x)
+    out["gelu"], out["gelu_bwd"] = u, nn.gelu_backward(dy, cache)
+    out["gelu_inplace"] = x.copy()
+    nn.gelu_forward(out["gelu_inplace"], out=out["gelu_inplace"])
+    np.testing.assert_allclose(out["gelu_inplace"], u, rtol=1e-6, atol=1e-6)
+    z = x.copy()
+    out["softmax"] = nn.softmax_inplace(z)
+    out["log_softmax"] = nn.log_softmax_inplace(x.copy().reshape(-1, C), tmp=np.empty((2 * N, C), dtype))
+    qkv = rng.standard_normal((2, N, 3 * 4)).astype(dtype)
+    att, cache = nn.attention_forward(qkv, 2, q_block=3)
+    out["attn"], out["attn_bwd"] = att, nn.attention_backward(rng.standard_normal(att.shape).astype(dtype), cache)
+    logits, targets = x.reshape(-1, C).copy(), rng.integers(0, C, 2 * N)
+    loss, grad = nn.cross_entropy_fused(logits, targets, chunk=3)
+    out["xent"], out["xent_grad"] = np.array(loss), grad
+    out["linear"] = nn.linear_forward(x, rng.standard_normal((C, 5)).astype(dtype), np.ones(5, dtype))[0]
+    return out
+
+
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2 ** 16), n=st.integers(1, 20), c=st.integers(2, 9),
+       dtype=st.sampled_from([np.float32, np.float64]))
+def test_kernels_give_identical_numbers_at_any_thread_count(threads, seed, n, c, dtype):
+    threads(1)
+    one = _run_kernels(seed, (n, c), dtype)
+    threads(3)
+    three = _run_kernels(seed, (n, c), dtype)
+    for name in one:
+        np.testing.assert_array_equal(one[name], three[name], err_msg=name)
+
+
+def test_adamw_update_identical_at_any_thread_count(threads, monkeypatch):
+    import seqprob.optim as optim
+
+    monkeypatch.setattr(optim, "_CHUNK", 5)  # many chunks, decay spans crossing chunk borders
+    results = []
+    for n in (1, 3):
+        threads(n)
+        flat = np.arange(40, dtype=np.float64) / 7
+        params = {"a.w": flat[:12].reshape(3, 4), "b": flat[12:17], "c.w": flat[17:40].reshape(23, 1)}
+        grads_flat = np.sin(np.arange(40.0))
+        grads = {"a.w": grads_flat[:12].reshape(3, 4), "b": grads_flat[12:17], "c.w": grads_flat[17:40].reshape(23, 1)}
+        opt = AdamW(params, lr=0.1, weight_decay=0.5)
+        for _ in range(3):
+            opt.step(grads)
+        results.append(flat.copy())
+    np.testing.assert_array_equal(results[0], results[1])
