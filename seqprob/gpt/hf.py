@@ -446,12 +446,13 @@ def from_hf(path, dtype: str = "float32", tokenizer=None, cls=None):
     tensors, where = _read_all(files, _SKIP[kind])
     _check_finite(tensors)
     params = _params(_kind(hf), tensors, where, config, hf)
+    del tensors  # the file's arrays; ``params`` holds what the model keeps
     if config.tie_weights:
         params.pop("lm_head.w", None)
     special = {k: hf.get(k) for k in ("bos_token_id", "eos_token_id")}
     special = {k: v if isinstance(v, int) and 0 <= v < config.vocab_size else None for k, v in special.items()}
-    model = cls(config, seed=0, bos_id=special["bos_token_id"], eos_id=special["eos_token_id"])
-    model.load_params(params, strict=True)
+    model = cls(config, seed=0, _init=False, bos_id=special["bos_token_id"], eos_id=special["eos_token_id"])
+    model.load_params(params, strict=True)  # every parameter: nothing is left at zero
     if tokenizer is not None:
         model.tokenizer = tokenizer
     return model

@@ -101,7 +101,8 @@ class GPT(BaseLanguageModel):
     """
 
     def __init__(self, config: GPTConfig, seed: int = 0, vocab: Vocab | None = None,
-                 tokenizer=None, bos_id: int | None = None, eos_id: int | None = None):
+                 tokenizer=None, bos_id: int | None = None, eos_id: int | None = None, *,
+                 _init: bool = True):
         if not isinstance(config, GPTConfig):
             raise InputError(f"config must be a GPTConfig, got {type(config).__name__}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -111,7 +112,8 @@ class GPT(BaseLanguageModel):
         self.dtype = np.dtype(config.dtype)
         self._flat = FlatParams(param_shapes(config), self.dtype)
         self._gflat = FlatParams(param_shapes(config), self.dtype)
-        init_params(self._flat.arrays, config, seed)
+        if _init:  # loaders that overwrite every parameter (from_hf) skip the random weights
+            init_params(self._flat.arrays, config, seed)
         keys = list(block_shapes(config))
         self._block_params = [{k: self._flat.arrays[f"h.{i}.{k}"] for k in keys} for i in range(config.n_layer)]
         self._block_grads = [{k: self._gflat.arrays[f"h.{i}.{k}"] for k in keys} for i in range(config.n_layer)]
