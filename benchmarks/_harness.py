@@ -189,3 +189,29 @@ def ratio_table(rows: list, results: dict, threads: list, peak_key: str | None =
                 fr = [flops / s[skey]["median"] / 1e9 / s[peak_key]["gflops"] for s, _ in pairs]
                 peak = f"{100 * statistics.median(fr):.0f}% [{100 * min(fr):.0f}-{100 * max(fr):.0f}]"
             print(f"{label:<34}{thr:>4}  {smed:>17.4f}  {rmed:>19.4f}  {spread(ratios):<50}{peak}")
+
+
+def run_pairs(script, args, child_args, describe, show_pools: bool = True) -> dict:
+    """The whole seqprob / torch pair, ``args.repeats`` times per thread count: each side alone
+    in its own fresh process, one after the other. ``child_args(side, threads)`` builds a
+    child's arguments; ``describe(rep, threads, pair)`` prints one line per pair.
+
+    Returns {threads: [(seqprob result, torch result), ...]}.
+    """
+    results = {thr: [] for thr in args.threads}
+    for rep in range(args.repeats):
+        for thr in args.threads:
+            pair = tuple(run_child(script, child_args(side, thr), thr, args.keep_openblas_env, args.cpus)
+                         for side in ("seqprob", "torch"))
+            results[thr].append(pair)
+            if rep == 0 and show_pools:
+                print_pools(f"{thr} thr seqprob", pair[0])
+                print_pools(f"{thr} thr torch  ", pair[1])
+            describe(rep, thr, pair)
+    return results
+
+
+def save_json(path, results: dict) -> None:
+    """Every raw result (``--json FILE``), keyed by thread count."""
+    if path:
+        Path(path).write_text(json.dumps({str(k): v for k, v in results.items()}, indent=1))

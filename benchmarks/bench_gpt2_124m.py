@@ -19,7 +19,6 @@ first checks the log-probabilities of 1 x 128 ids agree to 1e-4.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -166,19 +165,16 @@ def main(argv=None) -> None:
     print(f"GPT-2-124M shape {GPT2}, {made['params']:,} parameters, random weights in {folder / 'model'}; "
           f"{args.warmups} warm-ups, {args.runs} runs, {args.repeats} repeats")
     correctness(args, folder)
-    results = {thr: [] for thr in args.threads}
-    for rep in range(args.repeats):
-        for thr in args.threads:
-            pair = tuple(H.run_child(__file__, child_args(args, side, thr, folder), thr,
-                                     args.keep_openblas_env, args.cpus) for side in ("seqprob", "torch"))
-            results[thr].append(pair)
-            print(f"  repeat {rep + 1} {thr} thr: " + "; ".join(
-                f"{side} forward {H.fmt_timing(p['forward_' + str(args.batches[0])])} decode {H.fmt_timing(p['decode'])}"
-                for side, p in zip(("seqprob", "torch"), pair)))
+    def describe(rep, thr, pair):
+        print(f"  repeat {rep + 1} {thr} thr: " + "; ".join(
+            f"{side} forward {H.fmt_timing(p['forward_' + str(args.batches[0])])} decode {H.fmt_timing(p['decode'])}"
+            for side, p in zip(("seqprob", "torch"), pair)))
+
+    results = H.run_pairs(__file__, args, lambda side, thr: child_args(args, side, thr, folder), describe,
+                          show_pools=False)
     print()
     report(args, results)
-    if args.json:
-        Path(args.json).write_text(json.dumps({str(k): v for k, v in results.items()}, indent=1))
+    H.save_json(args.json, results)
 
 
 if __name__ == "__main__":

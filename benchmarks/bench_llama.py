@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _harness as H  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = dict(vocab_size=4096, hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=4,
@@ -51,21 +53,6 @@ QUICK = {"small": dict(SMALL, vocab_size=512, hidden_size=64, intermediate_size=
                       num_attention_heads=4, num_key_value_heads=2,
                       max_position_embeddings=64)}
 SHAPES = {"small": {"B": 8, "T": 256}, "100m": {"B": 1, "T": 1024}}
-
-
-def timed(fn, runs: int, warmups: int = 2) -> dict:
-    for _ in range(warmups):
-        fn()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return {"median": float(np.median(times)), "min": min(times), "max": max(times)}
-
-
-def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 # ----------------------------------------------------------------------------- torch child
@@ -92,7 +79,7 @@ def torch_side(part: str, folder: Path, spec: dict, shape: dict, threads: int, r
             logp = torch.log_softmax(model(x).logits, dim=-1)
             return logp.gather(-1, y[..., None])[..., 0]
     np.save(folder / "torch_token_logprobs.npy", score().numpy())
-    out["score"] = timed(score, runs)
+    out["score"] = H.timeit(score, runs, 2)
     if part == "small":
         model.train()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
@@ -103,8 +90,8 @@ def torch_side(part: str, folder: Path, spec: dict, shape: dict, threads: int, r
             opt.zero_grad(set_to_none=False)
             loss.backward()
             opt.step()
-        out["train_step"] = timed(step, runs)
-    out["peak_rss_mib"] = peak_rss_mib()
+        out["train_step"] = H.timeit(step, runs, 2)
+    out["peak_rss_mib"] = H.peak_rss_mib()
     return out
 
 
@@ -125,15 +112,15 @@ def seqprob_side(part: str, folder: Path, spec: dict, shape: dict, threads: int,
         out["load"] = time.perf_counter() - t0
         ref = np.load(folder / "torch_token_logprobs.npy")
         out["max_abs_diff"] = float(np.abs(model.token_logprobs(ids) - ref).max())
-        out["score"] = timed(lambda: model.token_logprobs(ids), runs)
+        out["score"] = H.timeit(lambda: model.token_logprobs(ids), runs, 2)
         if part == "small":
             opt = AdamW(model.params, lr=1e-4, weight_decay=0.1)
 
             def step():
                 _, grads = model.loss_and_grads(ids)
                 opt.step(grads)
-            out["train_step"] = timed(step, runs)
-    out["peak_rss_mib"] = peak_rss_mib()
+            out["train_step"] = H.timeit(step, runs, 2)
+    out["peak_rss_mib"] = H.peak_rss_mib()
     return out
 
 

@@ -19,7 +19,6 @@ its sign, so float32 rounding can show there).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -157,23 +156,17 @@ def main(argv=None) -> None:
     print(f"training step, config small {H.SMALL}, batch {B}x{T}, float32, lr {LR}; {args.warmups} "
           f"warm-ups, {args.runs} runs, {args.repeats} repeats; {train_flops() / 1e9:.1f} GFLOP per step")
     correctness(args, weights, folder)
-    results = {thr: [] for thr in args.threads}
-    for rep in range(args.repeats):
-        for thr in args.threads:
-            pair = tuple(H.run_child(__file__, child_args(args, side, thr, weights, folder, False), thr,
-                                     args.keep_openblas_env, args.cpus) for side in ("seqprob", "torch"))
-            results[thr].append(pair)
-            if rep == 0:
-                H.print_pools(f"{thr} thr seqprob", pair[0])
-                H.print_pools(f"{thr} thr torch  ", pair[1])
-            split = lambda r: ", ".join(f"{k} {1e3 * v:.0f} ms" for k, v in r["phases"].items()  # noqa: E731
-                                        if k != "loss")
-            print(f"  repeat {rep + 1} {thr} thr: seqprob {H.fmt_timing(pair[0]['train'])} ({split(pair[0])}); "
-                  f"torch {H.fmt_timing(pair[1]['train'])} ({split(pair[1])})")
+    def describe(rep, thr, pair):
+        split = lambda r: ", ".join(f"{k} {1e3 * v:.0f} ms" for k, v in r["phases"].items()  # noqa: E731
+                                    if k != "loss")
+        print(f"  repeat {rep + 1} {thr} thr: seqprob {H.fmt_timing(pair[0]['train'])} ({split(pair[0])}); "
+              f"torch {H.fmt_timing(pair[1]['train'])} ({split(pair[1])})")
+
+    results = H.run_pairs(__file__, args, lambda side, thr: child_args(args, side, thr, weights, folder, False),
+                          describe)
     print()
     H.ratio_table([(f"training step {B}x{T}", "train", "train", train_flops())], results, args.threads)
-    if args.json:
-        Path(args.json).write_text(json.dumps({str(k): v for k, v in results.items()}, indent=1))
+    H.save_json(args.json, results)
 
 
 if __name__ == "__main__":

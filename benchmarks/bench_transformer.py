@@ -22,7 +22,6 @@ percentage of numpy's peak.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -154,18 +153,13 @@ def main(argv=None) -> None:
     print(f"config small {H.SMALL}, forward {B}x{T}, decode +{NEW} tokens (batch 1), float32; "
           f"{args.warmups} warm-ups, {args.runs} runs, {args.repeats} repeats; weights {weights}")
     correctness(args, weights, folder)
-    results = {thr: [] for thr in args.threads}
-    for rep in range(args.repeats):
-        for thr in args.threads:
-            pair = tuple(H.run_child(__file__, child_args(args, side, thr, weights, folder, False), thr,
-                                     args.keep_openblas_env, args.cpus) for side in ("seqprob", "torch"))
-            results[thr].append(pair)
-            if rep == 0:
-                H.print_pools(f"{thr} thr seqprob", pair[0])
-                H.print_pools(f"{thr} thr torch  ", pair[1])
-            for key in ("forward", "decode"):
-                print(f"  repeat {rep + 1} {thr} thr {key:<8} seqprob {H.fmt_timing(pair[0][key])}  "
-                      f"torch {H.fmt_timing(pair[1][key])}")
+    def describe(rep, thr, pair):
+        for key in ("forward", "decode"):
+            print(f"  repeat {rep + 1} {thr} thr {key:<8} seqprob {H.fmt_timing(pair[0][key])}  "
+                  f"torch {H.fmt_timing(pair[1][key])}")
+
+    results = H.run_pairs(__file__, args, lambda side, thr: child_args(args, side, thr, weights, folder, False),
+                          describe)
     print()
     fwd = forward_flops()
     H.ratio_table([(f"forward {B}x{T} vs torch eager", "forward", "forward", fwd),
@@ -177,8 +171,7 @@ def main(argv=None) -> None:
         tpeaks = [t["matmul"]["gflops"] for _, t in results[thr]]
         print(f"matmul peak {thr} thr: numpy {min(peaks):.1f}-{max(peaks):.1f} GFLOP/s, "
               f"torch {min(tpeaks):.1f}-{max(tpeaks):.1f} GFLOP/s")
-    if args.json:
-        Path(args.json).write_text(json.dumps({str(k): v for k, v in results.items()}, indent=1))
+    H.save_json(args.json, results)
 
 
 if __name__ == "__main__":
