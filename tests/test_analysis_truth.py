@@ -168,16 +168,3 @@ def test_bad_inputs(truth):
     no_bos = UniformModel(Vocab(["<unk>", "</s>", "a"], bos=None))
     with pytest.raises(InputError, match="<s>"):
         cross_entropy(no_bos, ["a"], tokenizer=truth.tokenizer)
-
-
-def test_docstring_examples():
-    """The Examples sections of the ground-truth, analysis and plot modules run as written."""
-    import doctest
-    import importlib
-
-    names = ["truth.grammar", "truth.toy_english", "analysis.truth", "analysis.calibration",
-             "analysis.embeddings", "analysis.lens", "analysis.sparsity", "registry", "plots.scores"]
-    for name in names:  # import_module: seqprob.truth.toy_english is also a function's name
-        module = importlib.import_module(f"seqprob.{name}")
-        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-        assert result.failed == 0 and result.attempted > 0, name

@@ -28,3 +28,21 @@ def test_docstring_examples(name, capsys):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, report=True)
     assert result.failed == 0, f"{result.failed} of {result.attempted} examples failed in {name}:\n" \
                                f"{capsys.readouterr().out[-4000:]}"
+
+
+#: modules whose public functions carry examples: an empty Examples run would pass unnoticed
+WITH_EXAMPLES = ["seqprob.counts", "seqprob.arpa", "seqprob.ngram", "seqprob.ngram.base",
+                 "seqprob.ngram.estimators", "seqprob.ngram.kneser_ney", "seqprob.ngram.tables",
+                 "seqprob.functional", "seqprob.vocab", "seqprob.table", "seqprob.scoring",
+                 "seqprob.sampling", "seqprob.tokenizers.simple", "seqprob.tokenizers.bpe",
+                 "seqprob.truth.grammar", "seqprob.truth.toy_english", "seqprob.analysis.truth",
+                 "seqprob.analysis.calibration", "seqprob.analysis.embeddings", "seqprob.analysis.lens",
+                 "seqprob.analysis.sparsity", "seqprob.registry", "seqprob.plots.scores"]
+
+
+@pytest.mark.parametrize("name", WITH_EXAMPLES)
+def test_module_has_examples(name):
+    finder = doctest.DocTestFinder()
+    module = importlib.import_module(name)
+    assert name in MODULES
+    assert sum(len(t.examples) for t in finder.find(module)) > 0, f"{name} lost its Examples"

@@ -455,19 +455,3 @@ def test_cli_bad_corpus_leaves_no_file(tmp_path, capsys):
     out = tmp_path / "m.arpa"
     assert _main(["ngram", "fit", str(corpus), "-o", str(out)]) == 2
     assert "UTF-8" in capsys.readouterr().err and not out.exists()
-
-
-def test_docstring_examples():
-    """The Examples sections of the n-gram, counting and ARPA modules run as written."""
-    import doctest
-
-    import seqprob.arpa
-    import seqprob.counts
-    import seqprob.ngram
-    from seqprob.ngram import _interpolate, base, estimators, kneser_ney, tables
-
-    for module in (seqprob.counts, seqprob.arpa, seqprob.ngram, base, estimators, kneser_ney,
-                   tables, _interpolate):
-        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-        assert result.failed == 0, module.__name__
-        assert result.attempted > 0 or module is _interpolate

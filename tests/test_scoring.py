@@ -237,16 +237,6 @@ def test_bad_inputs(table):
         sp.score(table, [[1, 2, 999]])
 
 
-@pytest.mark.parametrize("module", ["seqprob.functional", "seqprob.vocab", "seqprob.table", "seqprob.scoring",
-                                    "seqprob.sampling", "seqprob.tokenizers.simple", "seqprob.tokenizers.bpe"])
-def test_docstring_examples(module):
-    """The Examples sections of the foundation modules run as written."""
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0 and result.attempted > 0
-
 
 def test_unnormalized_model_perplexity_warns():
     from seqprob.ngram import StupidBackoff
