@@ -237,7 +237,6 @@ def test_bad_inputs(table):
         sp.score(table, [[1, 2, 999]])
 
 
-
 def test_unnormalized_model_perplexity_warns():
     from seqprob.ngram import StupidBackoff
 
