@@ -66,16 +66,36 @@ def bucket_of(words: np.ndarray, n_buckets: int) -> np.ndarray:
 # --------------------------------------------------------------------------- row helpers
 
 
+def _limbs(words: np.ndarray) -> list:
+    """The rows of an (n, k) id matrix packed into as few int64 columns as their ids allow,
+    most significant first: comparing the columns in turn compares the rows lexicographically."""
+    n, k = words.shape
+    bits = max(int(words.max()).bit_length(), 1) if n and k else 1
+    per = max(63 // bits, 1)  # ids per int64
+    limbs = []
+    for start in range(0, k, per):
+        limb = words[:, start].astype(np.int64)  # (n,)
+        for j in range(start + 1, min(start + per, k)):
+            limb = (limb << bits) | words[:, j]
+        limbs.append(limb)
+    return limbs
+
+
 def _lex_order(words: np.ndarray) -> np.ndarray:
     """Permutation sorting the rows of ``words`` lexicographically (the order of the tables)."""
-    return np.lexsort(words.T[::-1])  # lexsort's last key is the primary one: column 0
+    limbs = _limbs(words)
+    if len(limbs) == 1:
+        return np.argsort(limbs[0], kind="stable")
+    return np.lexsort(limbs[::-1])  # lexsort's last key is the primary one
 
 
 def _row_starts(words: np.ndarray) -> np.ndarray:
     """(n,) bool: True where a row of the sorted ``words`` differs from the row before it."""
     new = np.ones(len(words), dtype=bool)
-    if len(words) > 1:
-        new[1:] = (words[1:] != words[:-1]).any(axis=1)
+    if len(words) > 1 and words.shape[1]:
+        new[1:] = False
+        for limb in _limbs(words):
+            new[1:] |= limb[1:] != limb[:-1]
     return new
 
 
@@ -173,8 +193,9 @@ def _context_bucket(row_pieces: list, cont_pieces: list, m: int, order: int, bos
                     discount: tuple):
     """Reduce of one context bucket of order m: adjusted counts, gamma(h) and u(w | h).
 
-    Returns (words, raw, adjusted, u, contexts, gamma): rows sorted as in the tables, the
-    contexts (distinct w_1..w_{m-1}) with their interpolation weight gamma.
+    Returns (words, raw, adjusted, u, contexts, gamma, ctx): rows sorted as in the tables, the
+    contexts (distinct w_1..w_{m-1}) with their interpolation weight gamma, and the context
+    (index into ``contexts``) of every row.
     """
     words, raw = _concat(row_pieces, m, 2)
     order_rows = _lex_order(words)
@@ -199,7 +220,7 @@ def _context_bucket(row_pieces: list, cont_pieces: list, m: int, order: int, bos
     S_safe = np.where(has, S, 1.0)
     gamma = np.where(has, (np.bincount(ctx, weights=disc, minlength=n_ctx) + 0.0) / S_safe, 1.0)
     u = (a - disc) / S_safe[ctx]
-    return words, raw, adjusted, u, words[new_ctx, :-1], gamma
+    return words, raw, adjusted, u, words[new_ctx, :-1], gamma, ctx
 
 
 # --------------------------------------------------------------------------- driver
@@ -263,13 +284,16 @@ def _unigram_probs(a1: np.ndarray, discount: tuple, vocab) -> np.ndarray:
 
 def _assemble_order(parts: list, keys: list, V: int, p_lower: np.ndarray):
     """Keys, raw, adjusted, suffix rows, P and the lower order's gamma of one order (driver)."""
-    words, raw, adjusted, u, ctx_words, gamma_vals = (np.concatenate(x) for x in zip(*parts))
-    prefix = _rows_of(keys, V, words[:, :-1])
+    offsets = np.cumsum([0] + [len(part[4]) for part in parts[:-1]])
+    ctx = np.concatenate([part[6] + off for part, off in zip(parts, offsets)])  # (U_m,)
+    words, raw, adjusted, u, ctx_words, gamma_vals = (np.concatenate(x) for x in list(zip(*parts))[:6])
+    ctx_rows = _rows_of(keys, V, ctx_words)  # one look-up per context, not per n-gram
+    prefix = ctx_rows[ctx]
     key = prefix * V + words[:, -1]  # (U_m,) prefix-linked
     order = np.argsort(key)
     suffix = _rows_of(keys, V, words[order, 1:])
     gamma = np.ones(len(keys[-1]))  # contexts without continuation back off untouched
-    gamma[_rows_of(keys, V, ctx_words)] = gamma_vals
+    gamma[ctx_rows] = gamma_vals
     p = u[order] + gamma[prefix[order]] * p_lower[suffix]
     return key[order], raw[order], adjusted[order], suffix, p, gamma
 
