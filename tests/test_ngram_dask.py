@@ -233,3 +233,14 @@ def test_bucket_of_puts_equal_rows_together(rows, n):
     b = bucket_of(words, n)
     assert ((0 <= b) & (b < n)).all()
     assert np.array_equal(b[: len(rows)], b[len(rows):][::-1])
+
+
+def test_every_partition_is_read_and_counted_once_per_pass(train, monkeypatch):
+    import seqprob.ngram._dask_mkn as mr
+
+    calls = []
+    original = mr._count_split
+    monkeypatch.setattr(mr, "_count_split", lambda part, *a: calls.append(1) or original(part, *a))
+    with dask.config.set(scheduler="synchronous"):
+        ModifiedKneserNey(order=3).fit_dask(db.from_sequence(train[:200], npartitions=3), buckets=2)
+    assert len(calls) == 3  # persisted: the statistics and the context step do not recount

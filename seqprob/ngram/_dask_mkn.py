@@ -314,7 +314,7 @@ def fit_mkn_dask(model, source, tokenizer, n_buckets=None) -> None:
     vocab, N, V = tokenizer.vocab, int(model.order), len(tokenizer.vocab)
     B = len(parts) if n_buckets is None else int(n_buckets)
     meta, merged = _count_graph(parts, tokenizer, N, int(model.chunk_chars), B)
-    (merged,) = dask.persist(merged)  # kept on the workers for the context step
+    meta, merged = dask.persist(meta, merged)  # kept on the workers for the context step
     (unigram, n_sentences, n_tokens), a1, coc = _statistics(meta, merged, vocab, N)
     model._check_has_words(n_sentences, n_tokens)
     discounts = model._choose_discounts(coc)
