@@ -27,7 +27,7 @@ from ..tokenizers import WhitespaceTokenizer
 from ..vocab import BOS, EOS, UNK, Vocab
 from ._corpus import _RESERVED, _reserved_error, _split, encode_chunks, line_chunks
 
-__all__ = ["partitions", "fit_counts_dask", "dask_vocabulary"]
+__all__ = ["partitions", "fit_counts_dask", "dask_vocabulary", "shared"]
 
 
 def partitions(source) -> list:
@@ -58,6 +58,14 @@ class _FileLines:
 
     def __iter__(self):
         return iter(read_lines(self.path))
+
+
+def shared(obj):
+    """``obj`` as one Dask graph key: sent once to each worker that needs it, not once per task
+    (a tokenizer, a model)."""
+    import dask
+
+    return dask.delayed(obj, traverse=False)
 
 
 def _guard(index: int, fn, *args):
@@ -127,7 +135,8 @@ def fit_counts_dask(source, order: int, tokenizer, min_count: int, chunk_chars: 
     parts = partitions(source)
     if tokenizer is None:
         tokenizer = dask_vocabulary(parts, min_count, chunk_chars)
-    tasks = [dask.delayed(_guard)(i, _count, p, tokenizer, order, chunk_chars)
+    tok = shared(tokenizer)
+    tasks = [dask.delayed(_guard)(i, _count, p, tok, order, chunk_chars)
              for i, p in enumerate(parts)]
     (counts,) = dask.compute(_tree_reduce(tasks, len(tokenizer.vocab), split_every))
     if counts is None:

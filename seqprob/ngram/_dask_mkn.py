@@ -32,7 +32,7 @@ import numpy as np
 
 from ..counts import NGramCounts, lookup_keys
 from ..errors import InputError
-from ._dask import _count, _guard, dask_vocabulary, partitions
+from ._dask import _count, _guard, dask_vocabulary, partitions, shared
 from ._interpolate import count_of_counts, safe_log
 from .tables import BackoffTables
 
@@ -240,8 +240,8 @@ def _count_graph(parts, tokenizer, order: int, chunk_chars: int, n_buckets: int)
     """Delayed objects of steps 1-2: corpus meta, and per order the merged buckets' outputs."""
     import dask
 
-    bos = tokenizer.vocab.bos_id
-    counted = [dask.delayed(_guard)(i, _count_split, p, tokenizer, order, chunk_chars, n_buckets)
+    bos, tok = tokenizer.vocab.bos_id, shared(tokenizer)
+    counted = [dask.delayed(_guard)(i, _count_split, p, tok, order, chunk_chars, n_buckets)
                for i, p in enumerate(parts)]
     meta = dask.delayed(_sum_meta)([dask.delayed(_meta)(c) for c in counted])
     merged = {m: [dask.delayed(_merge_bucket, nout=4)(
