@@ -11,9 +11,11 @@ Three steps, each a Dask graph over the partitions, run by whatever scheduler is
 3. *merging* (tree reduce): tables are merged pairwise (:func:`seqprob.counts.merge_counts`),
    ``split_every`` at a time, up to one table per order.
 
-Adjusted counts, count-of-counts, discounts and the interpolated tables are then computed on
-the driver by the estimator's own code, so the model (and its ARPA file) is bit for bit the
-single-machine one.
+This path serves the estimators that are not distributed further: their adjusted counts,
+count-of-counts, discounts and interpolated tables are computed on the driver by the
+estimator's own code. :class:`~seqprob.ngram.ModifiedKneserNey` goes through
+:mod:`seqprob.ngram._dask_mkn` instead (steps 1-2 here, then map/reduce over hash buckets up
+to the tables). Either way the model (and its ARPA file) is bit for bit the single-machine one.
 """
 from __future__ import annotations
 
