@@ -2,17 +2,23 @@
 from __future__ import annotations
 
 import math
+import tempfile
 import warnings
 from pathlib import Path
 
+import dask
 import dask.bag as db
+import numpy as np
 import pytest
 from dask.distributed import Client, LocalCluster
+from hypothesis import HealthCheck, given, settings, strategies as st
 
+from budget import examples
 from seqprob.arpa import write_arpa
 from seqprob.distributed import evaluate_dask
-from seqprob.errors import PartitionError
-from seqprob.ngram import MLE, ModifiedKneserNey, WittenBell
+from seqprob.errors import InputError, PartitionError
+from seqprob.ngram import MLE, DiscountFallbackWarning, ModifiedKneserNey, WittenBell
+from seqprob.ngram._dask_mkn import bucket_of
 from seqprob.scoring import evaluate
 
 FIX = Path(__file__).parent / "fixtures" / "kenlm"
@@ -106,14 +112,6 @@ def test_docstring_examples(client):
 
 # ----------------------------------------------------------------- map/reduce estimation (MKN)
 
-import dask  # noqa: E402
-import numpy as np  # noqa: E402
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
-
-from seqprob.errors import InputError  # noqa: E402
-from seqprob.ngram import DiscountFallbackWarning  # noqa: E402
-from seqprob.ngram._dask_mkn import bucket_of  # noqa: E402
-
 
 def _bag_of_parts(parts: list):
     """A bag whose partitions are exactly ``parts`` (lists of lines; empty ones allowed)."""
@@ -139,7 +137,7 @@ _sentences = st.lists(st.lists(st.sampled_from("abcdefg"), max_size=7).map(" ".j
                       min_size=1, max_size=30)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(lines=_sentences, cuts=st.lists(st.integers(0, 30), max_size=4),
        order=st.integers(2, 4), buckets=st.integers(1, 4))
 def test_map_reduce_mkn_is_bit_for_bit_the_single_machine_fit(lines, cuts, order, buckets):
@@ -155,8 +153,6 @@ def test_map_reduce_mkn_is_bit_for_bit_the_single_machine_fit(lines, cuts, order
             return
         got = ModifiedKneserNey(order=order).fit_dask(_bag_of_parts(parts), buckets=buckets)
     _same_model(ref, got)
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
         a = write_arpa(ref, Path(tmp) / "a.arpa").read_bytes()
         assert write_arpa(got, Path(tmp) / "b.arpa").read_bytes() == a
