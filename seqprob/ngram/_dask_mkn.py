@@ -206,8 +206,8 @@ def _context_bucket(row_pieces: list, cont_pieces: list, m: int, order: int, bos
         g_order = _lex_order(g)
         inner = words[:, 0] != bos_id
         if not np.array_equal(words[inner], g[g_order]):
-            raise RuntimeError(f"internal: the suffixes of the {m + 1}-grams are not the "
-                               f"{m}-grams of bucket (continuation counts misrouted)")
+            raise RuntimeError(f"internal: the continuation counts of this bucket are not "
+                               f"those of its {m}-grams (misrouted by the shuffle)")
         adjusted[inner] = cont[g_order]
     a = adjusted.astype(np.float64)
     disc = np.select([a == 1, a == 2, a >= 3], list(discount), 0.0)  # as ModifiedKneserNey
@@ -305,6 +305,25 @@ def fit_mkn_dask(model, source, tokenizer, n_buckets=None) -> None:
     ``adjusted_counts_``, ``count_of_counts_``, ``discounts_``, ``tables_``, ``tokenizer_``,
     ``vocab_``), with the same values bit for bit. ``n_buckets`` (default: the number of
     partitions) is the number of reduce tasks per order and step.
+
+    Notes
+    -----
+    Adjusted counts: a(g) = c(g) at the highest order and for g starting with ``<s>``, else
+    N1+(. g) = #{v : c(v g) > 0}, computed where the bucket hash(w_2..w_m) of the (m)-grams
+    gathers every left extension of g. Discounts from t_k = #{g : a(g) = k} summed over
+    buckets; then per context h: S(h) = sum_w a(h w), gamma(h) = sum_w D(a(h w)) / S(h),
+    u(w | h) = (a(h w) - D(a(h w))) / S(h), and on the driver
+    P(w | h) = u(w | h) + gamma(h) P(w | h').
+
+    Examples
+    --------
+    >>> import dask, dask.bag as db
+    >>> from seqprob.ngram import ModifiedKneserNey
+    >>> lm = ModifiedKneserNey(order=2, discounts=[(0.5, 1, 1.5)] * 2)
+    >>> with dask.config.set(scheduler="synchronous"):
+    ...     fit_mkn_dask(lm, db.from_sequence(["a b", "b a b"], npartitions=2), None, n_buckets=2)
+    >>> [a.tolist() for a in lm.adjusted_counts_]  # ids <unk> <s> </s> a b
+    [[0, 0, 1, 2, 2], [1, 1, 2, 2, 1]]
     """
     import dask
 
