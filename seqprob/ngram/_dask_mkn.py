@@ -282,8 +282,11 @@ def _unigram_probs(a1: np.ndarray, discount: tuple, vocab) -> np.ndarray:
     return p
 
 
-def _assemble_order(parts: list, keys: list, V: int, p_lower: np.ndarray):
-    """Keys, raw, adjusted, suffix rows, P and the lower order's gamma of one order (driver)."""
+def _assemble_order(parts: list, keys: list, suffixes: list, V: int, p_lower: np.ndarray):
+    """Keys, raw, adjusted, suffix rows, P and the lower order's gamma of one order (driver).
+
+    The suffix w_2..w_m of h w is the child w of the suffix of h: one look-up per n-gram.
+    """
     offsets = np.cumsum([0] + [len(part[4]) for part in parts[:-1]])
     ctx = np.concatenate([part[6] + off for part, off in zip(parts, offsets)])  # (U_m,)
     words, raw, adjusted, u, ctx_words, gamma_vals = (np.concatenate(x) for x in list(zip(*parts))[:6])
@@ -291,7 +294,13 @@ def _assemble_order(parts: list, keys: list, V: int, p_lower: np.ndarray):
     prefix = ctx_rows[ctx]
     key = prefix * V + words[:, -1]  # (U_m,) prefix-linked
     order = np.argsort(key)
-    suffix = _rows_of(keys, V, words[order, 1:])
+    last = words[order, -1]
+    if len(keys) == 1:  # bigrams: the suffix is the word itself
+        suffix = last
+    else:
+        suffix = lookup_keys(keys[-1], suffixes[-1][prefix[order]] * V + last)
+        if len(suffix) and suffix.min() < 0:
+            raise RuntimeError("internal: an n-gram's suffix is missing from the tables")
     gamma = np.ones(len(keys[-1]))  # contexts without continuation back off untouched
     gamma[ctx_rows] = gamma_vals
     p = u[order] + gamma[prefix[order]] * p_lower[suffix]
@@ -344,7 +353,8 @@ def fit_mkn_dask(model, source, tokenizer, n_buckets=None) -> None:
         tasks = [dask.delayed(_context_bucket)(
             [out[0][b] for out in merged[m]], [out[1][b] for out in merged[m + 1]] if m < N else [],
             m, N, vocab.bos_id, discounts[m - 1]) for b in range(B)]
-        key, raw, adj, suffix, p_lower, gamma = _assemble_order(dask.compute(*tasks), keys, V, p_lower)
+        done = dask.compute(*tasks)
+        key, raw, adj, suffix, p_lower, gamma = _assemble_order(done, keys, suffixes, V, p_lower)
         keys.append(key), raw_counts.append(raw), adjusted.append(adj), suffixes.append(suffix)
         logbow.append(safe_log(gamma))
         logp.append(np.minimum(safe_log(p_lower), 0.0))
