@@ -56,9 +56,10 @@ def evaluate_dask(model, paths_or_bag, tokenizer=None, bos: bool = True, eos: bo
     """
     import dask
 
-    from .ngram._dask import _guard, partitions
+    from .ngram._dask import _guard, partitions, shared
 
-    tasks = [dask.delayed(_guard)(i, _partition_sums, p, model, tokenizer, bos, eos)
+    model_key, tok_key = shared(model), shared(tokenizer)  # sent once per worker, not per task
+    tasks = [dask.delayed(_guard)(i, _partition_sums, p, model_key, tok_key, bos, eos)
              for i, p in enumerate(partitions(paths_or_bag))]
     return _combine(dask.compute(*tasks), eos)
 

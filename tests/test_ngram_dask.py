@@ -2,17 +2,23 @@
 from __future__ import annotations
 
 import math
+import tempfile
 import warnings
 from pathlib import Path
 
+import dask
 import dask.bag as db
+import numpy as np
 import pytest
 from dask.distributed import Client, LocalCluster
+from hypothesis import HealthCheck, given, settings, strategies as st
 
+from budget import examples
 from seqprob.arpa import write_arpa
 from seqprob.distributed import evaluate_dask
-from seqprob.errors import PartitionError
-from seqprob.ngram import MLE, ModifiedKneserNey, WittenBell
+from seqprob.errors import InputError, PartitionError
+from seqprob.ngram import MLE, DiscountFallbackWarning, ModifiedKneserNey, WittenBell
+from seqprob.ngram._dask_mkn import bucket_of
 from seqprob.scoring import evaluate
 
 FIX = Path(__file__).parent / "fixtures" / "kenlm"
@@ -102,3 +108,136 @@ def test_docstring_examples(client):
 
     result = doctest.testmod(seqprob.distributed, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
+
+
+# ----------------------------------------------------------------- map/reduce estimation (MKN)
+
+
+def _bag_of_parts(parts: list):
+    """A bag whose partitions are exactly ``parts`` (lists of lines; empty ones allowed)."""
+    return db.from_delayed([dask.delayed(list)(p) for p in parts])
+
+
+def _same_model(ref, got) -> None:
+    assert got.vocab == ref.vocab
+    assert got.discounts_ == ref.discounts_ and got.count_of_counts_ == ref.count_of_counts_
+    for name in ("keys", "counts"):
+        for x, y in zip(getattr(ref.counts_, name), getattr(got.counts_, name)):
+            assert np.array_equal(x, y), name
+    for x, y in zip(ref.counts_.suffix[1:], got.counts_.suffix[1:]):
+        assert np.array_equal(x, y)
+    for x, y in zip(ref.adjusted_counts_, got.adjusted_counts_):
+        assert np.array_equal(x, y)
+    assert (got.counts_.n_sentences, got.counts_.n_tokens) == (ref.counts_.n_sentences, ref.counts_.n_tokens)
+    for x, y in zip(ref.tables_.logp + ref.tables_.logbow, got.tables_.logp + got.tables_.logbow):
+        assert x.tobytes() == y.tobytes()  # bit for bit, -inf included
+
+
+_sentences = st.lists(st.lists(st.sampled_from("abcdefg"), max_size=7).map(" ".join),
+                      min_size=1, max_size=30)
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=_sentences, cuts=st.lists(st.integers(0, 30), max_size=4),
+       order=st.integers(2, 4), buckets=st.integers(1, 4))
+def test_map_reduce_mkn_is_bit_for_bit_the_single_machine_fit(lines, cuts, order, buckets):
+    bounds = [0] + sorted(min(c, len(lines)) for c in cuts) + [len(lines)]
+    parts = [lines[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]  # some may be empty
+    with warnings.catch_warnings(), dask.config.set(scheduler="synchronous"):
+        warnings.simplefilter("ignore", DiscountFallbackWarning)
+        try:
+            ref = ModifiedKneserNey(order=order).fit(lines)
+        except InputError:  # no words at all: the Dask fit refuses it too
+            with pytest.raises(InputError):
+                ModifiedKneserNey(order=order).fit_dask(_bag_of_parts(parts), buckets=buckets)
+            return
+        got = ModifiedKneserNey(order=order).fit_dask(_bag_of_parts(parts), buckets=buckets)
+    _same_model(ref, got)
+    with tempfile.TemporaryDirectory() as tmp:
+        a = write_arpa(ref, Path(tmp) / "a.arpa").read_bytes()
+        assert write_arpa(got, Path(tmp) / "b.arpa").read_bytes() == a
+
+
+def test_map_reduce_on_the_cluster_order_5_with_many_buckets(train, tmp_path, client):
+    ref = ModifiedKneserNey(order=5).fit(train)
+    got = ModifiedKneserNey(order=5).fit_dask(_files(train, tmp_path, 3), buckets=7)
+    _same_model(ref, got)
+    assert write_arpa(got, tmp_path / "b.arpa").read_bytes() == \
+        write_arpa(ref, tmp_path / "a.arpa").read_bytes()
+
+
+def test_the_driver_neither_merges_nor_adjusts_all_ngrams(train, monkeypatch):
+    import seqprob.ngram._dask
+    import seqprob.ngram.kneser_ney
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the map/reduce path must not merge or adjust whole tables")
+
+    ref = ModifiedKneserNey(order=3).fit(train[:300])
+    for module, name in ((seqprob.ngram.kneser_ney, "adjusted_counts"),  # (a partition's own
+                         (seqprob.ngram._dask, "merge_counts")):  # chunks are merged where it is)
+        monkeypatch.setattr(module, name, forbidden)
+    with dask.config.set(scheduler="synchronous"):
+        got = ModifiedKneserNey(order=3).fit_dask(db.from_sequence(train[:300], npartitions=3))
+    _same_model(ref, got)
+
+
+def test_prune_and_kenlm_quirk_are_estimated_on_the_driver_and_still_equal(train, tmp_path):
+    lines = train[:300]
+    with dask.config.set(scheduler="synchronous"):
+        for params in ({"prune": [0, 1]}, {"kenlm_quirk": True}, {"order": 1}):
+            params = {"order": 2, **params}
+            ref = ModifiedKneserNey(**params).fit(lines)
+            got = ModifiedKneserNey(**params).fit_dask(db.from_sequence(lines, npartitions=2))
+            assert write_arpa(got, tmp_path / "b.arpa").read_bytes() == \
+                write_arpa(ref, tmp_path / "a.arpa").read_bytes(), params
+
+
+def test_map_reduce_with_a_given_tokenizer_and_min_count(train, tmp_path):
+    lines = train[:300]
+    with dask.config.set(scheduler="synchronous"):
+        ref = ModifiedKneserNey(order=3, min_count=2).fit(lines)
+        got = ModifiedKneserNey(order=3, min_count=2).fit_dask(db.from_sequence(lines, npartitions=3))
+        _same_model(ref, got)
+        ref2 = ModifiedKneserNey(order=3).fit(lines, tokenizer=ref.tokenizer)
+        got2 = ModifiedKneserNey(order=3).fit_dask(db.from_sequence(lines, npartitions=2),
+                                                   tokenizer=ref.tokenizer, buckets=2)
+        _same_model(ref2, got2)
+
+
+def test_fit_dask_bad_settings_and_corpora_are_named():
+    bag = db.from_sequence(["a b"], npartitions=1)
+    with pytest.raises(InputError, match="buckets"):
+        ModifiedKneserNey(order=2).fit_dask(bag, buckets=0)
+    with pytest.raises(InputError, match="split_every"):
+        ModifiedKneserNey(order=2).fit_dask(bag, split_every=1)
+    with dask.config.set(scheduler="synchronous"):
+        with pytest.raises(InputError, match="empty corpus"):
+            ModifiedKneserNey(order=3).fit_dask(_bag_of_parts([[], []]))
+        with pytest.raises(InputError, match="no words"):
+            ModifiedKneserNey(order=3).fit_dask(_bag_of_parts([[""], ["", ""]]))
+        m = ModifiedKneserNey(order=2)
+        with pytest.raises(PartitionError, match="partition 1 failed.*reserved symbol"):
+            m.fit_dask(_bag_of_parts([["a b"], ["</s> a"]]), buckets=2)
+        assert not hasattr(m, "tables_")  # a failed fit leaves the model unfitted
+
+
+@given(st.lists(st.lists(st.integers(0, 50), min_size=2, max_size=2), min_size=1, max_size=20),
+       st.integers(1, 9))
+def test_bucket_of_puts_equal_rows_together(rows, n):
+    words = np.array(rows + rows[::-1], dtype=np.int64)
+    b = bucket_of(words, n)
+    assert ((0 <= b) & (b < n)).all()
+    assert np.array_equal(b[: len(rows)], b[len(rows):][::-1])
+
+
+def test_every_partition_is_read_and_counted_once_per_pass(train, monkeypatch):
+    import seqprob.ngram._dask_mkn as mr
+
+    calls = []
+    original = mr._count_split
+    monkeypatch.setattr(mr, "_count_split", lambda part, *a: calls.append(1) or original(part, *a))
+    with dask.config.set(scheduler="synchronous"):
+        bag = db.from_sequence(train[:200], npartitions=3)
+        ModifiedKneserNey(order=3).fit_dask(bag, buckets=2)
+    assert len(calls) == bag.npartitions  # persisted: the statistics and the context step do not recount

@@ -11,9 +11,11 @@ Three steps, each a Dask graph over the partitions, run by whatever scheduler is
 3. *merging* (tree reduce): tables are merged pairwise (:func:`seqprob.counts.merge_counts`),
    ``split_every`` at a time, up to one table per order.
 
-Adjusted counts, count-of-counts, discounts and the interpolated tables are then computed on
-the driver by the estimator's own code, so the model (and its ARPA file) is bit for bit the
-single-machine one.
+This path serves the estimators that are not distributed further: their adjusted counts,
+count-of-counts, discounts and interpolated tables are computed on the driver by the
+estimator's own code. :class:`~seqprob.ngram.ModifiedKneserNey` goes through
+:mod:`seqprob.ngram._dask_mkn` instead (steps 1-2 here, then map/reduce over hash buckets up
+to the tables). Either way the model (and its ARPA file) is bit for bit the single-machine one.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from ..tokenizers import WhitespaceTokenizer
 from ..vocab import BOS, EOS, UNK, Vocab
 from ._corpus import _RESERVED, _reserved_error, _split, encode_chunks, line_chunks
 
-__all__ = ["partitions", "fit_counts_dask", "dask_vocabulary"]
+__all__ = ["partitions", "fit_counts_dask", "dask_vocabulary", "shared"]
 
 
 def partitions(source) -> list:
@@ -58,6 +60,14 @@ class _FileLines:
 
     def __iter__(self):
         return iter(read_lines(self.path))
+
+
+def shared(obj):
+    """``obj`` as one Dask graph key: sent once to each worker that needs it, not once per task
+    (a tokenizer, a model)."""
+    import dask
+
+    return dask.delayed(obj, traverse=False)
 
 
 def _guard(index: int, fn, *args):
@@ -127,7 +137,8 @@ def fit_counts_dask(source, order: int, tokenizer, min_count: int, chunk_chars: 
     parts = partitions(source)
     if tokenizer is None:
         tokenizer = dask_vocabulary(parts, min_count, chunk_chars)
-    tasks = [dask.delayed(_guard)(i, _count, p, tokenizer, order, chunk_chars)
+    tok = shared(tokenizer)
+    tasks = [dask.delayed(_guard)(i, _count, p, tok, order, chunk_chars)
              for i, p in enumerate(parts)]
     (counts,) = dask.compute(_tree_reduce(tasks, len(tokenizer.vocab), split_every))
     if counts is None:

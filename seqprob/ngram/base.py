@@ -207,7 +207,8 @@ class NGramModel(BackoffLanguageModel):
             raise
         return self
 
-    def fit_dask(self, paths_or_bag, tokenizer: Tokenizer | None = None, split_every: int = 8):
+    def fit_dask(self, paths_or_bag, tokenizer: Tokenizer | None = None, split_every: int = 8,
+                 buckets: int | None = None):
         """Fit on a partitioned corpus with Dask: the same model as :meth:`fit` on its lines.
 
         Needs the ``seqprob[distributed]`` extra. Runs on the active Dask scheduler: create a
@@ -221,7 +222,11 @@ class NGramModel(BackoffLanguageModel):
         tokenizer : Tokenizer, optional
             As in :meth:`fit` (it must pickle, to travel to the workers).
         split_every : int
-            Partition tables merged per task of the tree reduction.
+            Partition tables merged per task of the tree reduction (>= 2; estimators counted
+            on Dask and estimated on the driver, see Notes).
+        buckets : int, optional
+            Reduce tasks per order and step of the map/reduce estimation (modified Kneser-Ney);
+            default: the number of partitions.
 
         Returns
         -------
@@ -236,9 +241,16 @@ class NGramModel(BackoffLanguageModel):
         Notes
         -----
         Map: every partition lists its words (vocabulary in first-appearance order over the
-        partitions in order), then counts its n-grams into sorted integer-key tables. Reduce:
-        tables merged pairwise in a tree. Adjusted counts, discounts and the interpolated
-        tables are computed on the driver from the merged counts, by the code of :meth:`fit`.
+        partitions in order), then counts its n-grams. :class:`ModifiedKneserNey` (without
+        ``prune`` or ``kenlm_quirk``) is then estimated as map/reduce over hash buckets of
+        n-grams (:mod:`seqprob.ngram._dask_mkn`): raw counts and continuation counts
+        N1+(. g) = #{v : c(v g) > 0} per bucket of suffixes g, count-of-counts t_1..t_4 as
+        summed per-bucket histograms, then per bucket of contexts h the sums S(h) = sum_w a(h w),
+        gamma(h) and u(w | h) = (a(h w) - D(a(h w))) / S(h); the driver computes the discounts
+        and assembles P(w | h) = u(w | h) + gamma(h) P(w | h') order by order. Other
+        estimators: partition tables merged in a tree of ``split_every`` tables per task,
+        then estimated on the driver by the code of :meth:`fit`. Either way the model is bit
+        for bit the one :meth:`fit` gives on the concatenated partitions.
 
         Examples
         --------
@@ -249,15 +261,15 @@ class NGramModel(BackoffLanguageModel):
         >>> m.counts_.n_tokens
         13
         """
-        from ._dask import fit_counts_dask
-
         self._check_params()
+        check_int("split_every", split_every, low=2)
+        if buckets is not None:
+            check_int("buckets", buckets, low=1)
         if tokenizer is not None:
             self._check_tokenizer(tokenizer)
         self._reset()
         try:
-            self._fit_counts(*fit_counts_dask(paths_or_bag, int(self.order), tokenizer,
-                                              int(self.min_count), int(self.chunk_chars), split_every))
+            self._fit_partitions(paths_or_bag, tokenizer, split_every, buckets)
         except BaseException:
             self._reset()
             raise
@@ -265,14 +277,26 @@ class NGramModel(BackoffLanguageModel):
 
     def _fit_counts(self, counts: NGramCounts, tok: Tokenizer) -> None:
         """Estimate from finished counts; sets ``counts_``, ``tokenizer_``, ``vocab_``."""
-        if counts.n_tokens == counts.n_sentences:
-            raise InputError("the corpus has no words: only <s> and </s> would be counted "
-                             f"({counts.n_sentences} empty line(s))", n_sentences=counts.n_sentences)
+        self._check_has_words(counts.n_sentences, counts.n_tokens)
         self.counts_, self.tokenizer_ = counts, tok
         self._estimate(counts, tok.vocab)
         self.vocab_ = tok.vocab
         log.info("%s: %s n-grams per order from %d sentences, %d tokens", type(self).__name__,
                  counts.sizes(), counts.n_sentences, counts.n_tokens)
+
+    @staticmethod
+    def _check_has_words(n_sentences: int, n_tokens: int) -> None:
+        if n_tokens == n_sentences:
+            raise InputError("the corpus has no words: only <s> and </s> would be counted "
+                             f"({n_sentences} empty line(s))", n_sentences=n_sentences)
+
+    def _fit_partitions(self, source, tokenizer, split_every: int, buckets) -> None:
+        """Count on Dask (map + tree merge), then estimate on the driver from the merged counts
+        (estimators that :mod:`seqprob.ngram._dask_mkn` does not distribute)."""
+        from ._dask import fit_counts_dask
+
+        self._fit_counts(*fit_counts_dask(source, int(self.order), tokenizer, int(self.min_count),
+                                          int(self.chunk_chars), split_every))
 
     def _count(self, lines, tokenizer, plan=None, spill=None):
         chunk_chars = plan.chunk_chars if plan else int(self.chunk_chars)

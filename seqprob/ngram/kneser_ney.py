@@ -225,15 +225,27 @@ class ModifiedKneserNey(NGramModel):
         if self.prune is not None:
             check_prune_thresholds(self.prune, int(self.order))
 
-    def _estimate(self, counts: NGramCounts, vocab: Vocab) -> None:
-        a = _adjusted_with_stats(self, counts, vocab)
-        self.discounts_ = []
-        for m, t in enumerate(self.count_of_counts_, start=1):
+    def _choose_discounts(self, count_of_counts: list) -> list:
+        """(D1, D2, D3+) of every order: the given ones, estimated, or the fallback."""
+        chosen = []
+        for m, t in enumerate(count_of_counts, start=1):
             est, valid = mkn_discounts(t)
             fixed = tuple(self.discounts[m - 1]) if self.discounts is not None else None
             fb = tuple(self.discount_fallback) if self.discount_fallback is not None else None
             d = resolve_discount("modified Kneser-Ney", m, est, valid, fixed, fb, t)
-            self.discounts_.append(tuple(float(x) for x in d))
+            chosen.append(tuple(float(x) for x in d))
+        return chosen
+
+    def _fit_partitions(self, source, tokenizer, split_every: int, buckets) -> None:
+        if self.prune is not None or self.kenlm_quirk or int(self.order) == 1:
+            return super()._fit_partitions(source, tokenizer, split_every, buckets)
+        from ._dask_mkn import fit_mkn_dask
+
+        fit_mkn_dask(self, source, tokenizer, buckets)
+
+    def _estimate(self, counts: NGramCounts, vocab: Vocab) -> None:
+        a = _adjusted_with_stats(self, counts, vocab)
+        self.discounts_ = self._choose_discounts(self.count_of_counts_)
         disc = []
         for x, (d1, d2, d3) in zip(a, self.discounts_):
             disc.append(np.select([x == 1, x == 2, x >= 3], [d1, d2, d3], 0.0))
