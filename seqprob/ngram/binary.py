@@ -251,8 +251,8 @@ def load_ngram(path, verify: bool = False):
     for m, bits in meta["hash_bits"].items():
         tables._hashes[int(m)] = SlotHash(bits, arrays[f"slots.{m}"], arrays[f"keys.{m}"])
     for m, probe in meta.get("probe", {}).items():
-        tables._probes[int(m)] = ProbeIndex(probe["bits"], arrays[f"buckets.{m}"], arrays[f"probe.{m}"],
-                                            keys=tables.keys[int(m) - 1], longest=probe["longest"])
+        tables.set_probe_index(int(m), ProbeIndex(probe["bits"], arrays[f"buckets.{m}"], arrays[f"probe.{m}"],
+                                                  keys=tables.keys[int(m) - 1], longest=probe["longest"]))
     vocab = _vocab(arrays, meta, path)
     model = ArpaModel(tables, vocab, path)
     if meta["tokenizer"] != "whitespace":

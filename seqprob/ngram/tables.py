@@ -200,11 +200,22 @@ class BackoffTables:
         return self._hashes[m]
 
     def probe_index(self, m: int) -> ProbeIndex:
-        """The query records of order m >= 2 (built on first use, or mapped from a ``.sqlm``)."""
-        if m not in self._probes:
-            logbow = self.logbow[m - 1] if m < self.order else None
-            self._probes[m] = ProbeIndex.build(self.keys[m - 1], self.logp[m - 1], logbow)
-        return self._probes[m]
+        """The query records of order m >= 2 (built on first use, or mapped from a ``.sqlm``).
+
+        The records copy log p and log gamma: they are rebuilt when ``logp[m-1]`` or
+        ``logbow[m-1]`` is replaced by another array (pruning and mixing recompute back-off
+        weights that way); an array changed in place is not noticed.
+        """
+        logp, logbow = self.logp[m - 1], (self.logbow[m - 1] if m < self.order else None)
+        built = self._probes.get(m)
+        if built is None or built[0] is not logp or built[1] is not logbow:
+            built = (logp, logbow, ProbeIndex.build(self.keys[m - 1], logp, logbow))
+            self._probes[m] = built
+        return built[2]
+
+    def set_probe_index(self, m: int, index: ProbeIndex) -> None:
+        """Use ``index`` (records of the current ``logp`` / ``logbow`` of order m) for order m."""
+        self._probes[m] = (self.logp[m - 1], self.logbow[m - 1] if m < self.order else None, index)
 
     def bounds(self, m: int) -> np.ndarray:
         """Child offsets of order m over the order-(m-1) rows (computed once)."""
