@@ -34,21 +34,24 @@ class ProbeIndex:
     bits : int
         2**bits hash buckets.
     buckets : ndarray
-        (2**bits + 1,) int: records of bucket b are ``records[buckets[b]:buckets[b+1]]``.
+        (2**bits,) int32 (int64 from 2**30 records): ``first << 1 | several``, the first record
+        of each bucket and whether the bucket holds more than one record. An empty bucket
+        points at the next bucket's records (whose keys hash elsewhere: never a match).
     records : ndarray
         (n + 1, 4) int64 ``key, row, log p bits, log gamma bits``, or (n + 1, 2) ``key, log p
         bits`` for the highest order; the last row is a sentinel with key -1 (never a query:
         keys are >= 0).
     keys : ndarray, optional
         The sorted keys, for :meth:`lookup` of a 2-column index (rows by binary search).
-    longest : int, optional
-        The most records in one bucket (computed from ``buckets`` if not given).
 
     Notes
     -----
     bucket(key) = (key * 0x9E3779B97F4A7C15 mod 2**64) >> (64 - bits) (Fibonacci hashing);
-    bits = ceil(log2 n) + 1, so a bucket holds n / 2**bits in (0.25, 0.5] records on average;
-    inside a bucket the likeliest n-gram (highest log p) comes first.
+    bits = ceil(log2 n) + 1, so a bucket holds n / 2**bits in (0.25, 0.5] records on average
+    (4-8 bytes of bucket array per n-gram); inside a bucket the likeliest n-gram (highest
+    log p) comes first. A look-up reads one bucket entry and one record; only a query that
+    misses the first record of a bucket holding several reads on, until the key or a record
+    of another bucket.
 
     Examples
     --------
@@ -60,10 +63,9 @@ class ProbeIndex:
     ([True, False], [0.25])
     """
 
-    def __init__(self, bits: int, buckets: np.ndarray, records: np.ndarray, keys=None, longest=None):
+    def __init__(self, bits: int, buckets: np.ndarray, records: np.ndarray, keys=None):
         self.bits, self.buckets, self.records, self.keys = int(bits), buckets, records, keys
         self.shift = np.uint64(64 - self.bits)
-        self.longest = int(np.diff(buckets).max(initial=0)) if longest is None else int(longest)
 
     @classmethod
     def build(cls, keys: np.ndarray, logp: np.ndarray, logbow=None, rows=None) -> "ProbeIndex":
@@ -76,8 +78,9 @@ class ProbeIndex:
         home = _bucket(keys, np.uint64(64 - bits))  # (n,)
         likeliest = np.argsort(-np.asarray(logp, dtype=np.float64), kind="stable")  # (n,)
         order = likeliest[np.argsort(home[likeliest], kind="stable")]  # (n,) by bucket, likeliest first
-        buckets = np.zeros((1 << bits) + 1, dtype=np.int64 if n >= 2**31 else np.int32)
-        np.cumsum(np.bincount(home, minlength=1 << bits), out=buckets[1:])
+        size = np.bincount(home, minlength=1 << bits)  # (2**bits,)
+        first = np.cumsum(size) - size
+        buckets = ((first << 1) | (size > 1)).astype(np.int64 if n >= 2**30 else np.int32)
         logp = np.asarray(logp, dtype=np.float64).view(np.int64)
         if logbow is None:
             cols = [keys, logp]
@@ -98,26 +101,28 @@ class ProbeIndex:
         (rows where ``hit`` is False hold another key's record)."""
         queries = np.ascontiguousarray(queries, dtype=np.int64)
         home = _bucket(queries, self.shift)  # (n,)
-        lo = self.buckets[home].astype(np.intp)  # (n,) first record of the bucket
+        entry = self.buckets[home]  # (n,) first record << 1 | several
+        lo = (entry >> 1).astype(np.intp)  # (n,)
         rec = np.take(self.records, lo, axis=0)  # (n, C): one random access per query
         hit = rec[:, KEY] == queries  # a record of another bucket never holds the key
-        if self.longest > 1:
-            self._walk(queries, home, lo, rec, hit)
+        pending = np.flatnonzero((entry & 1).astype(bool) & ~hit)
+        if len(pending):
+            self._walk(queries, home, lo, rec, hit, pending)
         return hit, rec
 
-    def _walk(self, queries, home, lo, rec, hit) -> None:
+    def _walk(self, queries, home, lo, rec, hit, pending) -> None:
         """Read on in the buckets that hold several records (updates ``rec`` and ``hit``)."""
-        size = self.buckets[home + 1].astype(np.intp) - lo  # (n,)
-        pending = np.flatnonzero(~hit & (size > 1))
         step = 1
         while len(pending):
             nxt = np.take(self.records, lo[pending] + step, axis=0)  # (p, C)
-            found = nxt[:, KEY] == queries[pending]
+            key = nxt[:, KEY]
+            found = key == queries[pending]
             now = pending[found]
             rec[now] = np.compress(found, nxt, axis=0)
             hit[now] = True
+            same = (key != -1) & (_bucket(np.ascontiguousarray(key), self.shift) == home[pending])
+            pending = pending[~found & same]
             step += 1
-            pending = pending[~found & (size[pending] > step)]
 
     def lookup(self, queries: np.ndarray) -> np.ndarray:
         """Row of each query key, or -1."""

@@ -15,7 +15,7 @@ Layout (all little-endian; every section starts on a 64-byte boundary)::
                   weights, orders 1 .. N-1), probe.m + buckets.m (orders >= 2: the query
                   records of :class:`~seqprob.ngram._probe.ProbeIndex`, int64 (key, row, log p,
                   log gamma) or (key, log p) on the highest order, in hash order, and int32
-                  bucket offsets), vocab.offsets (int64) + vocab.utf8. Files written before
+                  bucket entries: first record << 1 | several records), vocab.offsets (int64) + vocab.utf8. Files written before
                   the probe records hold slots.m instead (int32 open-addressing hash of keys.m:
                   row of the key or -1); they load and score the same (their probe records are
                   built in memory at the first query).
@@ -185,9 +185,8 @@ def _layout(tables: BackoffTables, vocab: Vocab, arrays: dict, tokenizer):
             "unlisted_logbow": tables.unlisted_logbow, "bos": vocab.bos, "eos": vocab.eos,
             "unk": vocab.unk, "tokenizer": "whitespace" if isinstance(tokenizer, WhitespaceTokenizer) else None,
             "hash_bits": {},  # the int32 slot hashes of older files (read, no longer written)
-            "probe": {n[8:]: {"bits": int(a.shape[0] - 1).bit_length() - 1,
-                              "longest": int(np.diff(a).max(initial=0))}
-                      for n, a in arrays.items() if n.startswith("buckets.")},
+            "probe_bits": {n[8:]: int(a.shape[0]).bit_length() - 1 for n, a in arrays.items()
+                           if n.startswith("buckets.")},
             "sections": sections}
     header = b""
     for _ in range(2):
@@ -250,9 +249,9 @@ def load_ngram(path, verify: bool = False):
                            [arrays[f"logbow.{m}"] for m in range(1, N)], float(meta["unlisted_logbow"]))
     for m, bits in meta["hash_bits"].items():
         tables._hashes[int(m)] = SlotHash(bits, arrays[f"slots.{m}"], arrays[f"keys.{m}"])
-    for m, probe in meta.get("probe", {}).items():
-        tables.set_probe_index(int(m), ProbeIndex(probe["bits"], arrays[f"buckets.{m}"], arrays[f"probe.{m}"],
-                                                  keys=tables.keys[int(m) - 1], longest=probe["longest"]))
+    for m, bits in meta.get("probe_bits", {}).items():
+        tables.set_probe_index(int(m), ProbeIndex(bits, arrays[f"buckets.{m}"], arrays[f"probe.{m}"],
+                                                  keys=tables.keys[int(m) - 1]))
     vocab = _vocab(arrays, meta, path)
     model = ArpaModel(tables, vocab, path)
     if meta["tokenizer"] != "whitespace":
