@@ -29,7 +29,6 @@ __all__ = ["corpus_sums", "WordIndex", "BLOCK_BYTES"]
 
 BLOCK_BYTES = 1 << 20  # bytes of text per block: the working arrays stay a few MB
 _MAX_ZEROS = 20
-_ODD_ASCII = [bytes([c]) for c in (0, 11, 12, 28, 29, 30, 31)]  # whitespace only str.split knows
 _ODD_UNICODE = [c.encode() for c in "\x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000"] + \
                [chr(c).encode() for c in range(0x2000, 0x200B)]
 _LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
@@ -80,10 +79,13 @@ def corpus_sums(model, lines, eos: bool = True) -> dict | None:
 
 
 def word_index(model) -> "WordIndex":
-    """The model's :class:`WordIndex` (built once per vocabulary, kept on the model)."""
+    """The model's :class:`WordIndex` (built once per vocabulary, kept on the model; words
+    ordered by unigram probability inside a hash bucket when the model has tables)."""
     cached = model.__dict__.get("_word_index")
     if cached is None or cached[0] is not model.vocab:
-        cached = (model.vocab, WordIndex(list(model.vocab.tokens)))
+        tables = getattr(model, "tables_", None)
+        likely = tables.logp[0] if tables is not None and len(tables.logp[0]) == len(model.vocab) else None
+        cached = (model.vocab, WordIndex(list(model.vocab.tokens), likely))
         model.__dict__["_word_index"] = cached
     return cached[1]
 
@@ -120,13 +122,14 @@ class WordIndex:
     [3, -1, 4, 3]
     """
 
-    def __init__(self, names: list):
+    def __init__(self, names: list, likeliness=None):
         encoded = [n.encode("utf-8") for n in names]
+        likeliness = np.zeros(len(names)) if likeliness is None else np.nan_to_num(likeliness, neginf=-1e300)
         is_short = np.array([len(e) <= 8 and b"\0" not in e for e in encoded], dtype=bool)
         short = np.flatnonzero(is_short)
         packed = b"".join(encoded[i].ljust(8, b"\0") for i in short)
         keys = np.frombuffer(packed, dtype="<u8").view(np.int64)  # (S,) the words as integers
-        self.short = ProbeIndex.build(keys, np.zeros(len(short)), np.zeros(len(short)), rows=short)
+        self.short = ProbeIndex.build(keys, likeliness[short], np.zeros(len(short)), rows=short)
         self.long_ids = np.flatnonzero(~is_short)
         self.long = fast.VocabIndex([names[i] for i in self.long_ids]) if len(self.long_ids) else None
         self.long_names = {encoded[i]: int(i) for i in self.long_ids}
@@ -162,22 +165,22 @@ def _fields(buf: np.ndarray):
     return buf, edges[0::2], edges[1::2]
 
 
-def _plain(data: bytes) -> bool:
-    """True if the only bytes <= 32 of ``data`` are space, tab, CR and LF (no whitespace
-    that only ``str.split`` knows, no other control byte)."""
-    if any(c in data for c in _ODD_ASCII) or (not data.isascii() and any(c in data for c in _ODD_UNICODE)):
+def _plain(data: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> bool:
+    """True if the only bytes <= 32 of ``data`` (those outside the fields) are space, tab, CR
+    and LF: no whitespace that only ``str.split`` knows, no other control byte."""
+    outside = len(data) - int((ends - starts).sum())
+    if outside != sum(data.count(c) for c in (b" ", b"\n", b"\t", b"\r")):
         return False
-    low = np.count_nonzero(np.frombuffer(data, dtype=np.uint8) < 32)
-    return low == data.count(b"\n") + data.count(b"\t") + data.count(b"\r")
+    return data.isascii() or not any(c in data for c in _ODD_UNICODE)
 
 
 def _block_words(index: WordIndex, data: bytes) -> dict | None:
     """Words of a block of whole lines: ids (W,), count (n,) per non-blank line, the number of
     blank lines, and the bytes and characters of the stripped non-blank lines; None if the
     block needs Python's whitespace rules."""
-    if not _plain(data):
-        return None
     buf, starts, ends = _fields(np.frombuffer(data, dtype=np.uint8))
+    if not _plain(data, buf, starts, ends):
+        return None
     newlines = np.flatnonzero(buf == 10)  # (lines-1 or lines,)
     before = np.searchsorted(starts, newlines)  # (.,) fields before each newline
     count = np.diff(np.concatenate([[0], before, [len(starts)]]))  # (.,) fields per line
