@@ -68,13 +68,14 @@ class ProbeIndex:
         self.shift = np.uint64(64 - self.bits)
 
     @classmethod
-    def build(cls, keys: np.ndarray, logp: np.ndarray, logbow=None, rows=None) -> "ProbeIndex":
+    def build(cls, keys: np.ndarray, logp: np.ndarray, logbow=None, rows=None, spread: int = 1) -> "ProbeIndex":
         """Index of the unique ``keys`` (row = position in ``keys`` unless ``rows`` is given);
-        without ``logbow`` the records are ``(key, log p)`` (the highest order)."""
+        without ``logbow`` the records are ``(key, log p)`` (the highest order). ``spread``:
+        bits = ceil(log2 n) + spread (more buckets, fewer shared ones)."""
         keys = np.asarray(keys, dtype=np.int64)
         n = len(keys)
         rows = np.arange(n, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
-        bits = max(int(n - 1).bit_length(), 0) + 1
+        bits = max(int(n - 1).bit_length(), 0) + spread
         home = _bucket(keys, np.uint64(64 - bits))  # (n,)
         likeliest = np.argsort(-np.asarray(logp, dtype=np.float64), kind="stable")  # (n,)
         order = likeliest[np.argsort(home[likeliest], kind="stable")]  # (n,) by bucket, likeliest first

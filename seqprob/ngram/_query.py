@@ -129,7 +129,7 @@ class WordIndex:
         short = np.flatnonzero(is_short)
         packed = b"".join(encoded[i].ljust(8, b"\0") for i in short)
         keys = np.frombuffer(packed, dtype="<u8").view(np.int64)  # (S,) the words as integers
-        self.short = ProbeIndex.build(keys, likeliness[short], np.zeros(len(short)), rows=short)
+        self.short = ProbeIndex.build(keys, likeliness[short], np.zeros(len(short)), rows=short, spread=3)
         self.long_ids = np.flatnonzero(~is_short)
         self.long = fast.VocabIndex([names[i] for i in self.long_ids]) if len(self.long_ids) else None
         self.long_names = {encoded[i]: int(i) for i in self.long_ids}
