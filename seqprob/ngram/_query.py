@@ -22,12 +22,12 @@ import numpy as np
 from .. import _arpa_fast as fast
 from .._io import CorpusFile
 from ..tokenizers import WhitespaceTokenizer
-from ._probe import ROW, ProbeIndex
+from ._probe import ROW, ProbeIndex, _bucket
 from ._stream import SUM_FIELDS
 
 __all__ = ["corpus_sums", "WordIndex", "BLOCK_BYTES"]
 
-BLOCK_BYTES = 1 << 20  # bytes of text per block: the working arrays stay a few MB
+BLOCK_BYTES = 1 << 18  # bytes of text per block: ~65k positions, the working arrays stay near L2
 _MAX_ZEROS = 20
 _ODD_UNICODE = [c.encode() for c in "\x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000"] + \
                [chr(c).encode() for c in range(0x2000, 0x200B)]
@@ -110,8 +110,10 @@ class WordIndex:
     """Vocabulary id of word fields of a UTF-8 byte buffer, matched byte for byte.
 
     Names of at most 8 bytes (without a 0 byte) are keyed by their bytes read as one
-    little-endian integer (zero-padded: the key is the word) in a :class:`ProbeIndex`; longer
-    names by :class:`seqprob._arpa_fast.VocabIndex`.
+    little-endian integer (zero-padded: the key is the word): a direct-mapped table of 8 slots
+    per name gives the id (one 4-byte read, checked against the name's integer); the few
+    names sharing a slot are found through a :class:`ProbeIndex`. Longer names go through
+    :class:`seqprob._arpa_fast.VocabIndex`.
 
     Examples
     --------
@@ -129,7 +131,14 @@ class WordIndex:
         short = np.flatnonzero(is_short)
         packed = b"".join(encoded[i].ljust(8, b"\0") for i in short)
         keys = np.frombuffer(packed, dtype="<u8").view(np.int64)  # (S,) the words as integers
-        self.short = ProbeIndex.build(keys, likeliness[short], np.zeros(len(short)), rows=short, spread=3)
+        self.short = ProbeIndex.build(keys, likeliness[short], np.zeros(len(short)), rows=short)
+        self.shift = np.uint64(64 - max(int(8 * len(short) - 1).bit_length(), 4))
+        slot = _bucket(keys, self.shift)  # (S,)
+        self.direct = np.full(1 << (64 - int(self.shift)), -1, dtype=np.int32)  # id per slot, -2: shared
+        self.direct[slot] = short
+        self.direct[np.bincount(slot, minlength=len(self.direct)) > 1] = -2
+        self.packed = np.zeros(len(names), dtype=np.int64)  # (V,) each short name as an integer
+        self.packed[short] = keys
         self.long_ids = np.flatnonzero(~is_short)
         self.long = fast.VocabIndex([names[i] for i in self.long_ids]) if len(self.long_ids) else None
         self.long_names = {encoded[i]: int(i) for i in self.long_ids}
@@ -139,10 +148,14 @@ class WordIndex:
         padded = np.frombuffer(data + bytes(8), dtype=np.uint8)
         view = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
         length = ends - starts  # (F,)
-        words = view[starts] & _LOW_BYTES[np.minimum(length, 8)]  # (F,) first 8 bytes
-        hit, rec = self.short.probe(words.view(np.int64))
+        words = (view[starts] & _LOW_BYTES[np.minimum(length, 8)]).view(np.int64)  # (F,) first 8 bytes
+        found = self.direct[_bucket(words, self.shift)]  # (F,) id, -1 or -2 (shared slot)
         short = length <= 8
-        ids = np.where(hit & short, rec[:, ROW], -1)  # (F,)
+        ids = np.where((self.packed[np.maximum(found, 0)] == words) & short, found, -1)  # (F,)
+        shared = np.flatnonzero((found == -2) & short)
+        if len(shared):
+            hit, rec = self.short.probe(words[shared])
+            ids[shared] = np.where(hit, rec[:, ROW], -1)
         if not short.all():
             long = np.flatnonzero(~short)
             ids[long] = self._long_ids(padded, data, starts[long], ends[long])
@@ -168,8 +181,8 @@ def _fields(buf: np.ndarray):
 def _plain(data: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> bool:
     """True if the only bytes <= 32 of ``data`` (those outside the fields) are space, tab, CR
     and LF: no whitespace that only ``str.split`` knows, no other control byte."""
-    outside = len(data) - int((ends - starts).sum())
-    if outside != sum(data.count(c) for c in (b" ", b"\n", b"\t", b"\r")):
+    outside = len(buf) - int((ends - starts).sum())
+    if outside != sum(int(np.count_nonzero(buf == c)) for c in (32, 10, 9, 13)):  # (bytes.count is slower)
         return False
     return data.isascii() or not any(c in data for c in _ODD_UNICODE)
 
