@@ -165,44 +165,29 @@ def score_chain(tables, stream: np.ndarray, offset: np.ndarray) -> np.ndarray:
     >>> np.exp(score_chain(t, np.array([0, 2, 1]), np.array([0, 1, 2]))).tolist()
     [nan, 0.25, 0.25]
     """
-    N, L = tables.order, len(stream)
+    N, L, V = tables.order, len(stream), tables.vocab_size
     scored = np.flatnonzero(offset >= 1)  # (P,) positions with a prediction
-    hits = _probe_orders(tables, stream, offset, scored)  # per order m >= 2: positions, records
     out = np.full(L, np.nan)
     out[scored] = tables.logp[0][stream[scored]]
+    if N == 1 or not len(scored):
+        return out
+    goes_on = np.zeros(L, dtype=bool)  # (L,) position p + 1 continues p's segment
+    goes_on[:-1] = offset[1:] >= 1
     best = np.zeros(L, dtype=np.int8)  # (L,) longest listed n-gram ending at i (0: order 1)
-    for m, (pos, rec) in enumerate(hits, start=2):  # ascending: the longest one stays
-        out[pos] = rec[:, LOGP if rec.shape[1] == 4 else TOP_LOGP].view(np.float64)
-        best[pos] = m
-    if N > 1:
-        ctx = scored[best[scored] == 0]  # context of order 1: the previous word, always listed
-        out[ctx] += tables.logbow[0][stream[ctx - 1]]
-    for j, (pos, rec) in enumerate(hits[: N - 2], start=2):
-        nxt = pos + 1  # (.,) the position that has this j-gram as its context
-        use = nxt < L
-        use[use] = (offset[nxt[use]] >= 1) & (best[nxt[use]] <= j)
-        use = np.flatnonzero(use)
-        out[nxt[use]] += rec[:, LOGBOW].view(np.float64)[use]
+    cand, rows = scored, stream[scored - 1]  # order 2 is probed at every scored position
+    levels = [(cand, tables.logbow[0][rows])]  # per context order j: (positions, log gamma)
+    for m in range(2, N + 1):
+        hit, rec = tables.probe_index(m).probe(rows * V + stream[cand])
+        found = np.flatnonzero(hit)  # (h,)
+        pos = cand[found]
+        best[pos] = m  # ascending m: the longest match stays, in best and in out
+        out[pos] = rec[:, LOGP if m < N else TOP_LOGP].view(np.float64)[found]
+        found = found[goes_on[pos]]  # hits whose next position is probed at order m + 1
+        if m == N or not len(found):
+            break
+        cand, rows = cand[found] + 1, rec[:, ROW][found]
+        levels.append((cand, rec[:, LOGBOW].view(np.float64)[found]))
+    for j, (pos, logbow) in enumerate(levels, start=1):  # contexts of orders >= best(i)
+        use = np.flatnonzero(best[pos] <= j)
+        out[pos[use]] += logbow[use]
     return out
-
-
-def _probe_orders(tables, stream, offset, scored) -> list:
-    """[(positions, records)] of the listed n-grams of orders 2 .. N ending at each position."""
-    V, L = tables.vocab_size, len(stream)
-    hits = []
-    cand, prev_rows = scored, stream[scored - 1]  # order 2: every scored position; rows = ids
-    for m in range(2, tables.order + 1):
-        if not len(cand):
-            break
-        hit, rec = tables.probe_index(m).probe(prev_rows * V + stream[cand])
-        found = np.flatnonzero(hit)
-        pos, rec = cand[found], np.take(rec, found, axis=0)
-        hits.append((pos, rec))
-        if m == tables.order:
-            break
-        nxt = pos + 1  # candidates of order m+1: the next position, inside its segment
-        keep = nxt < L
-        keep[keep] = offset[nxt[keep]] >= 1
-        keep = np.flatnonzero(keep)
-        cand, prev_rows = nxt[keep], rec[:, ROW][keep]
-    return hits
