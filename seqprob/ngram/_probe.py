@@ -49,7 +49,7 @@ class ProbeIndex:
     bucket(key) = (key * 0x9E3779B97F4A7C15 mod 2**64) >> (64 - bits) (Fibonacci hashing);
     bits = ceil(log2 n) + 1, so a bucket holds n / 2**bits in (0.25, 0.5] records on average
     (4-8 bytes of bucket array per n-gram); inside a bucket the likeliest n-gram (highest
-    log p) comes first. A look-up reads one bucket entry and one record; only a query that
+    joint log-probability, when the tables give it) comes first. A look-up reads one bucket entry and one record; only a query that
     misses the first record of a bucket holding several reads on, until the key or a record
     of another bucket.
 
@@ -68,16 +68,20 @@ class ProbeIndex:
         self.shift = np.uint64(64 - self.bits)
 
     @classmethod
-    def build(cls, keys: np.ndarray, logp: np.ndarray, logbow=None, rows=None, spread: int = 1) -> "ProbeIndex":
+    def build(cls, keys: np.ndarray, logp: np.ndarray, logbow=None, rows=None, spread: int = 1,
+              rank=None) -> "ProbeIndex":
         """Index of the unique ``keys`` (row = position in ``keys`` unless ``rows`` is given);
         without ``logbow`` the records are ``(key, log p)`` (the highest order). ``spread``:
-        bits = ceil(log2 n) + spread (more buckets, fewer shared ones)."""
+        bits = ceil(log2 n) + spread (more buckets, fewer shared ones). ``rank`` (default
+        ``logp``): inside a bucket, the record with the highest rank comes first (the joint
+        log-probability of the n-gram puts the most often queried first)."""
         keys = np.asarray(keys, dtype=np.int64)
         n = len(keys)
         rows = np.arange(n, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
         bits = max(int(n - 1).bit_length(), 0) + spread
         home = _bucket(keys, np.uint64(64 - bits))  # (n,)
-        likeliest = np.argsort(-np.asarray(logp, dtype=np.float64), kind="stable")  # (n,)
+        rank = np.nan_to_num(np.asarray(logp if rank is None else rank, dtype=np.float64), nan=-np.inf)
+        likeliest = np.argsort(-rank, kind="stable")  # (n,)
         order = likeliest[np.argsort(home[likeliest], kind="stable")]  # (n,) by bucket, likeliest first
         size = np.bincount(home, minlength=1 << bits)  # (2**bits,)
         first = np.cumsum(size) - size

@@ -209,9 +209,16 @@ class BackoffTables:
         logp, logbow = self.logp[m - 1], (self.logbow[m - 1] if m < self.order else None)
         built = self._probes.get(m)
         if built is None or built[0] is not logp or built[1] is not logbow:
-            built = (logp, logbow, ProbeIndex.build(self.keys[m - 1], logp, logbow))
+            built = (logp, logbow, ProbeIndex.build(self.keys[m - 1], logp, logbow, rank=self._joint_logprob(m)))
             self._probes[m] = built
         return built[2]
+
+    def _joint_logprob(self, m: int) -> np.ndarray:
+        """(n_m,) log p(w_1) + log p(w_2 | w_1) + ... of each order-m n-gram's listed chain."""
+        joint = self.logp[0]
+        for j in range(2, m + 1):
+            joint = joint[self.keys[j - 1] // self.vocab_size] + self.logp[j - 1]
+        return joint
 
     def set_probe_index(self, m: int, index: ProbeIndex) -> None:
         """Use ``index`` (records of the current ``logp`` / ``logbow`` of order m) for order m."""
