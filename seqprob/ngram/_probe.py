@@ -170,9 +170,9 @@ def score_chain(tables, stream: np.ndarray, offset: np.ndarray) -> np.ndarray:
     [nan, 0.25, 0.25]
     """
     N, L, V = tables.order, len(stream), tables.vocab_size
+    out = np.take(tables.logp[0], stream).astype(np.float64, copy=False)  # (L,) unigram scores
+    out[offset < 1] = np.nan  # nothing predicted at a segment start
     scored = np.flatnonzero(offset >= 1)  # (P,) positions with a prediction
-    out = np.full(L, np.nan)
-    out[scored] = tables.logp[0][stream[scored]]
     if N == 1 or not len(scored):
         return out
     goes_on = np.zeros(L, dtype=bool)  # (L,) position p + 1 continues p's segment
