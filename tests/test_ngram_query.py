@@ -83,11 +83,18 @@ def test_probe_index_finds_every_key_and_nothing_else(keys, probes):
         assert hit.all() and (rec[:, -2 if rec.shape[1] == 4 else 1].view(np.float64) == logp).all()
 
 
-def test_a_crowded_bucket_is_walked_to_its_end():
-    keys = np.arange(0, 64 * 2**40, 2**40, dtype=np.int64)  # many keys, one bucket or a few
+@pytest.mark.parametrize("crowd", [5, 40])  # read at once, or step by step (> 33 in a bucket)
+def test_a_crowded_bucket_is_walked_to_its_end(crowd):
+    from seqprob.ngram._probe import _bucket
+
+    pool = np.random.default_rng(crowd).integers(0, 2**62, 200_000)
+    shift = np.uint64(64 - 8)  # 60-127 keys: 2**8 buckets
+    home = _bucket(pool, shift)
+    keys = np.unique(np.concatenate([pool[home == home[0]][:crowd], pool[home != home[0]][:60]]))
     index = ProbeIndex.build(keys, np.zeros(len(keys)), np.zeros(len(keys)))
+    assert index.bits == 8 and index.longest >= crowd
     np.testing.assert_array_equal(index.lookup(keys[::-1]), np.arange(len(keys))[::-1])
-    assert index.lookup(keys[:3] + 1).tolist() == [-1, -1, -1]
+    assert (index.lookup(pool[home == home[0]][crowd:crowd + 5]) == -1).all()  # same bucket, absent
 
 
 def _same(a, b) -> None:

@@ -43,6 +43,8 @@ class ProbeIndex:
         keys are >= 0).
     keys : ndarray, optional
         The sorted keys, for :meth:`lookup` of a 2-column index (rows by binary search).
+    longest : int, optional
+        The most records in one bucket (else computed at the first look-up that needs it).
 
     Notes
     -----
@@ -63,9 +65,10 @@ class ProbeIndex:
     ([True, False], [0.25])
     """
 
-    def __init__(self, bits: int, buckets: np.ndarray, records: np.ndarray, keys=None):
+    def __init__(self, bits: int, buckets: np.ndarray, records: np.ndarray, keys=None, longest=None):
         self.bits, self.buckets, self.records, self.keys = int(bits), buckets, records, keys
         self.shift = np.uint64(64 - self.bits)
+        self._longest = longest
 
     @classmethod
     def build(cls, keys: np.ndarray, logp: np.ndarray, logbow=None, rows=None, spread: int = 1,
@@ -95,7 +98,7 @@ class ProbeIndex:
         for j, col in enumerate(cols):
             records[:n, j] = col[order]
         records[n] = -1
-        return cls(bits, buckets, records, keys)
+        return cls(bits, buckets, records, keys, longest=int(size.max(initial=0)))
 
     @property
     def has_rows(self) -> bool:
@@ -115,8 +118,29 @@ class ProbeIndex:
             self._walk(queries, home, lo, rec, hit, pending)
         return hit, rec
 
+    @property
+    def longest(self) -> int:
+        """The most records in one bucket (one pass over the bucket entries, on first use)."""
+        if self._longest is None:
+            first = np.append(self.buckets >> 1, len(self.records) - 1)  # (2**bits + 1,)
+            self._longest = int(np.diff(first).max(initial=0))
+        return self._longest
+
     def _walk(self, queries, home, lo, rec, hit, pending) -> None:
-        """Read on in the buckets that hold several records (updates ``rec`` and ``hit``)."""
+        """Read on in the buckets that hold several records (updates ``rec`` and ``hit``): the
+        keys of the rest of each bucket in one gather (a key can only match in its own bucket),
+        or step by step if a bucket is unusually long."""
+        rest = self.longest - 1
+        if rest > 32:
+            return self._walk_steps(queries, home, lo, rec, hit, pending)
+        at = np.minimum(lo[pending, None] + np.arange(1, rest + 1), len(self.records) - 1)  # (p, rest)
+        match = self.records[:, KEY][at] == queries[pending, None]  # (p, rest)
+        found = np.flatnonzero(match.any(axis=1))
+        now = pending[found]
+        rec[now] = np.take(self.records, at[found, match[found].argmax(axis=1)], axis=0)
+        hit[now] = True
+
+    def _walk_steps(self, queries, home, lo, rec, hit, pending) -> None:
         step = 1
         while len(pending):
             nxt = np.take(self.records, lo[pending] + step, axis=0)  # (p, C)

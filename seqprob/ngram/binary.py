@@ -187,6 +187,8 @@ def _layout(tables: BackoffTables, vocab: Vocab, arrays: dict, tokenizer):
             "hash_bits": {},  # the int32 slot hashes of older files (read, no longer written)
             "probe_bits": {n[8:]: int(a.shape[0]).bit_length() - 1 for n, a in arrays.items()
                            if n.startswith("buckets.")},
+            "probe_longest": {str(m): tables.probe_index(m).longest for m in range(2, tables.order + 1)
+                              if f"buckets.{m}" in arrays},
             "sections": sections}
     header = b""
     for _ in range(2):
@@ -251,7 +253,8 @@ def load_ngram(path, verify: bool = False):
         tables._hashes[int(m)] = SlotHash(bits, arrays[f"slots.{m}"], arrays[f"keys.{m}"])
     for m, bits in meta.get("probe_bits", {}).items():
         tables.set_probe_index(int(m), ProbeIndex(bits, arrays[f"buckets.{m}"], arrays[f"probe.{m}"],
-                                                  keys=tables.keys[int(m) - 1]))
+                                                  keys=tables.keys[int(m) - 1],
+                                                  longest=meta.get("probe_longest", {}).get(m)))
     vocab = _vocab(arrays, meta, path)
     model = ArpaModel(tables, vocab, path)
     if meta["tokenizer"] != "whitespace":
