@@ -3,11 +3,12 @@ only where the shorter n-gram matched.
 
 :class:`ProbeIndex` holds, for one order m >= 2, a record per listed n-gram ``(key, row,
 log p, log gamma)`` (int64 words; the two floats as their bits; the highest order keeps only
-``(key, log p)``), sorted by a multiplicative hash of the key, plus ``buckets``: the offset of
-the first record of every hash value (a CSR layout, 1 to 2 records per bucket on average, no
-empty slots). A look-up reads two adjacent bucket offsets and one 32-byte record — what a
-query needs from that order comes in one random memory access — and only the ~25% of queries
-whose bucket holds more than one record walk on, at most the longest bucket.
+``(key, log p)``), sorted by a multiplicative hash of the key (the most probable n-gram first
+inside a bucket), plus one int32 entry per hash bucket: its first record and whether it holds
+several (a CSR layout, 0.25 to 0.5 records per bucket on average, no empty record slots). A
+look-up reads one bucket entry and one 32-byte record: what a query needs from that order comes
+in one random memory access. Only the ~5% of queries that miss the first record of a shared
+bucket read on (the rest of the bucket in one gather).
 
 :func:`score_chain` scores a token stream the ARPA back-off way. Keys are prefix-linked
 (``key = row of the (m-1)-gram prefix * V + word``), so the m-gram ending at i can only be
