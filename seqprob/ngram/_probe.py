@@ -110,7 +110,7 @@ class ProbeIndex:
         (rows where ``hit`` is False hold another key's record)."""
         queries = np.ascontiguousarray(queries, dtype=np.int64)
         home = _bucket(queries, self.shift)  # (n,)
-        entry = self.buckets[home]  # (n,) first record << 1 | several
+        entry = np.take(self.buckets, home)  # (n,) first record << 1 | several
         lo = (entry >> 1).astype(np.intp)  # (n,)
         rec = np.take(self.records, lo, axis=0)  # (n, C): one random access per query
         hit = rec[:, KEY] == queries  # a record of another bucket never holds the key

@@ -149,9 +149,9 @@ class WordIndex:
         view = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
         length = ends - starts  # (F,)
         words = (view[starts] & _LOW_BYTES[np.minimum(length, 8)]).view(np.int64)  # (F,) first 8 bytes
-        found = self.direct[_bucket(words, self.shift)]  # (F,) id, -1 or -2 (shared slot)
+        found = np.take(self.direct, _bucket(words, self.shift))  # (F,) id, -1 or -2 (shared slot)
         short = length <= 8
-        ids = np.where((self.packed[np.maximum(found, 0)] == words) & short, found, -1)  # (F,)
+        ids = np.where((np.take(self.packed, np.maximum(found, 0)) == words) & short, found, -1)  # (F,)
         shared = np.flatnonzero((found == -2) & short)
         if len(shared):
             hit, rec = self.short.probe(words[shared])
