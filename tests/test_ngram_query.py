@@ -206,3 +206,24 @@ def test_word_index_finds_every_name_also_in_shared_slots():
     data = " ".join(names + ["zz", "abcdéabcdéx"]).encode()
     _, starts, ends = _query._fields(np.frombuffer(data, dtype=np.uint8))
     assert index.ids(data, starts, ends).tolist() == list(range(len(names))) + [-1, -1]
+
+
+def test_threads_give_the_same_figures(tmp_path):
+    from seqprob import _parallel
+
+    path = tmp_path / "t.txt"
+    path.write_text("\n".join(["the cat sat", "", "cat the zebra é", "the mat"] * 40), encoding="utf-8")
+    model = sp.ngram.MLE(order=2).fit(TRAIN)  # zero-probability tokens in many blocks
+    saved_threads, saved_block = _parallel._state["threads"], _query.BLOCK_BYTES
+    try:
+        _query.BLOCK_BYTES = 64
+        figures = []
+        for threads in (1, 3):
+            _parallel.set_num_threads(threads)
+            figures.append(sp.evaluate(model, path).to_dict())
+    finally:
+        _parallel.set_num_threads(saved_threads)
+        _query.BLOCK_BYTES = saved_block
+    assert figures[0] == figures[1] and len(figures[0]["zero_prob_tokens"]) == 20
+    slow = sp.evaluate(model, list(read_lines(path)), tokenizer=sp.WhitespaceTokenizer(model.vocab))
+    assert figures[0]["zero_prob_tokens"] == slow.zero_prob_tokens

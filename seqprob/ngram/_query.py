@@ -14,6 +14,10 @@ vectorized pass:
 - the stream ``<s> w .. </s> <s> ..`` is scored by the model (:func:`score_chain` for back-off
   tables) and only sums survive the block (with the first zero-probability tokens), so memory
   does not grow with the corpus.
+
+With several threads (:func:`seqprob._parallel.set_num_threads`, ``SEQPROB_NUM_THREADS``...) as many
+blocks are scored at once on the ``_parallel`` pool (numpy releases the GIL in its loops); their
+sums are added in block order, so the figures are the same bits at any thread count.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import numpy as np
 
 from .. import _arpa_fast as fast
 from .._io import CorpusFile
+from .._parallel import for_row_blocks, num_threads
 from ..tokenizers import WhitespaceTokenizer
 from ._probe import ROW, ProbeIndex, _bucket
 from ._stream import SUM_FIELDS
@@ -65,17 +70,59 @@ def corpus_sums(model, lines, eos: bool = True) -> dict | None:
     if type(tok) is not WhitespaceTokenizer or tok.vocab is not vocab or vocab.bos_id is None \
             or vocab.unk_id is None or (eos and vocab.eos_id is None):
         return None
-    sums = dict.fromkeys(SUM_FIELDS, 0)
-    sums.update(logprob=0.0, logprob_excl_oov=0.0, logprob_kept=0.0, zeros=[], lines_done=0)
-    index = word_index(model)
+    sums, index, threads = _new_sums(), word_index(model), num_threads()
+    if threads > 1:
+        _build_probes(model)  # before the threads share the model
     blocks = lines.blocks(BLOCK_BYTES) if isinstance(lines, CorpusFile) else _joined(lines, sums)
-    for block in blocks:
-        words = _block_words(index, block) or _python_words(vocab, block)
-        sums["n_skipped_empty"] += words.pop("blank")
-        if len(words["count"]):
-            _add_block(model, words, eos, sums)
+    for batch in _batches(blocks, threads):  # ``threads`` blocks at a time, one per thread
+        parts = for_row_blocks(lambda lo, hi: [_block_sums(model, index, b, eos) for b in batch[lo:hi]],
+                               len(batch), work=sum(map(len, batch)), min_work=1 << 16)
+        for part in (part for done in parts for part in done):  # in block order
+            _merge(sums, part)
     del sums["lines_done"]
     return sums
+
+
+def _new_sums() -> dict:
+    sums = dict.fromkeys(SUM_FIELDS, 0)
+    sums.update(logprob=0.0, logprob_excl_oov=0.0, logprob_kept=0.0, zeros=[], lines_done=0)
+    return sums
+
+
+def _build_probes(model) -> None:
+    tables = getattr(model, "tables_", None)
+    if tables is not None and not tables.unlisted_logbow:
+        for m in range(2, tables.order + 1):
+            tables.probe_index(m)
+
+
+def _batches(blocks, size: int):
+    batch = []
+    for block in blocks:
+        batch.append(block)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _block_sums(model, index, block: bytes, eos: bool) -> dict:
+    """The sums of one block on its own (its zero-probability tokens numbered from its first line)."""
+    part = _new_sums()
+    words = _block_words(index, block) or _python_words(model.vocab, block)
+    part["n_skipped_empty"] += words.pop("blank")
+    if len(words["count"]):
+        _add_block(model, words, eos, part)
+    return part
+
+
+def _merge(sums: dict, part: dict) -> None:
+    for field in SUM_FIELDS:
+        sums[field] += part[field]
+    room = _MAX_ZEROS - len(sums["zeros"])
+    sums["zeros"] += [(sums["lines_done"] + i, p, t) for i, p, t in part["zeros"][:max(room, 0)]]
+    sums["lines_done"] += part["lines_done"]
 
 
 def word_index(model) -> "WordIndex":
