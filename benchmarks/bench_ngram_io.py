@@ -7,7 +7,8 @@ Rows (order-5 modified Kneser-Ney on the Zipf-Markov corpus of bench_ngram.py):
   3. binary load: ``sp.load_ngram`` (.sqlm) vs ``kenlm.Model`` of build_binary's probing and
      trie files; bytes per n-gram of the three;
   4. query: ``sp.evaluate`` of the test text (tokenizing included) vs the kenlm module scoring
-     every sentence (``sum(model.score(line))``): tokens/s.
+     every sentence (``sum(model.score(line))``): tokens/s; 1 thread each, then an extra row with
+     seqprob's blocks on 2 threads (``set_num_threads(2)``).
 
 Every child process runs one side: a warm-up, then ``--runs`` timed runs (median, min, max),
 with 1 thread (OMP/OPENBLAS/MKL env vars); the seqprob/KenLM pair is repeated ``--pairs``
@@ -98,7 +99,10 @@ def child(task: str, work: str, runs: int) -> dict:
         return out
     if task == "sp_load":
         return _timed(lambda: sp.load_ngram(sqlm), runs)
-    if task == "sp_query":
+    if task in ("sp_query", "sp_query2"):
+        from seqprob._parallel import set_num_threads
+
+        set_num_threads(2 if task == "sp_query2" else 1)  # blocks of the text scored on 2 threads
         model = sp.load_ngram(sqlm)
         out = _timed(lambda: sp.evaluate(model, test), runs)
         out["tokens"] = sp.evaluate(model, test).n_tokens
@@ -194,10 +198,12 @@ def main(argv=None) -> None:
                                                      ("KenLM probing", arpa + ".probing"),
                                                      ("KenLM trie", arpa + ".trie"))}
         print("bytes per n-gram: " + ", ".join(f"{k} {v / n:.1f}" for k, v in sizes.items()))
+        rate = lambda a, b: (f"; seqprob {a['tokens'] / statistics.median(a['times']) / 1e6:.2f}M tok/s, "  # noqa: E731
+                             f"KenLM {b['tokens'] / statistics.median(b['times']) / 1e6:.2f}M tok/s")
         compare("query (sp.evaluate incl. tokenizing vs kenlm Model.score per sentence)", "sp_query",
-                "kenlm_query", work, args.runs, args.pairs,
-                per=lambda a, b: (f"; seqprob {a['tokens'] / statistics.median(a['times']) / 1e6:.2f}M tok/s, "
-                                  f"KenLM {b['tokens'] / statistics.median(b['times']) / 1e6:.2f}M tok/s"))
+                "kenlm_query", work, args.runs, args.pairs, per=rate)
+        compare("query, seqprob on 2 threads (extra row; KenLM's module has 1)", "sp_query2",
+                "kenlm_query", work, args.runs, args.pairs, per=rate)
 
 
 if __name__ == "__main__":

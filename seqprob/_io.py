@@ -239,27 +239,90 @@ def read_lines(source, strip: bool = True) -> Iterator[str]:
         yield line.strip() if strip else line
 
 
+def _open_corpus(path: str):
+    if path == "-":
+        return sys.stdin.buffer
+    try:
+        return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+    except OSError as exc:
+        raise SeqProbFileError(f"cannot read corpus {path!r}: {exc.strerror or exc}", path=path) from exc
+
+
+def _decode_line(raw: bytes, path: str, lineno: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = "stdin" if path == "-" else repr(path)
+        raise InputError(f"{where} line {lineno}: not valid UTF-8 ({exc.reason} at byte {exc.start}; "
+                         f"see docs/text-policy.md)",
+                         path=path, line=lineno) from exc
+
+
 def _read_file_lines(path: str, strip: bool) -> Iterator[str]:
     """Decode line by line (not by buffered block) so a bad byte is reported on its own line."""
-    if path == "-":
-        handle = sys.stdin.buffer
-    else:
-        try:
-            handle = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
-        except OSError as exc:
-            raise SeqProbFileError(f"cannot read corpus {path!r}: {exc.strerror or exc}", path=path) from exc
+    handle = _open_corpus(path)
     try:
         for lineno, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                where = "stdin" if path == "-" else repr(path)
-                raise InputError(f"{where} line {lineno}: not valid UTF-8 ({exc.reason} at byte {exc.start}; "
-                                 f"see docs/text-policy.md)",
-                                 path=path, line=lineno) from exc
+            line = _decode_line(raw, path, lineno)
             yield line.strip() if strip else line.rstrip("\r\n")
     except (OSError, EOFError, zlib.error) as exc:
         raise SeqProbFileError(f"cannot read corpus {path!r}: {exc}", path=path) from exc
     finally:
         if path != "-":
             handle.close()
+
+
+class CorpusFile:
+    r"""A corpus file (plain, ``.gz``, or ``'-'`` for stdin), read as stripped lines by
+    iterating (exactly :func:`read_lines`) or as raw UTF-8 blocks of whole lines (:meth:`blocks`).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "c.txt")
+    >>> _ = open(path, "w").write(" a b \n\nc\n")
+    >>> list(CorpusFile(path)), list(CorpusFile(path).blocks())
+    (['a b', '', 'c'], [b' a b \n\nc\n'])
+    """
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __iter__(self) -> Iterator[str]:
+        return _read_file_lines(self.path, True)
+
+    def blocks(self, size: int = 1 << 22) -> Iterator[bytes]:
+        """Blocks of about ``size`` bytes, each ending just after a newline (the last one may
+        not), checked to be UTF-8: a bad byte raises the :class:`InputError` of
+        :func:`read_lines`, naming its line. A line longer than ``size`` is one block."""
+        handle, lineno, pending = _open_corpus(self.path), 0, []
+        try:
+            while data := handle.read(size):
+                cut = data.rfind(b"\n") + 1
+                if not cut:
+                    pending.append(data)
+                    continue
+                block, pending = b"".join([*pending, data[:cut]]), [data[cut:]]
+                lineno = _check_block(block, self.path, lineno)
+                yield block
+            if tail := b"".join(pending):
+                _check_block(tail, self.path, lineno)
+                yield tail
+        except (OSError, EOFError, zlib.error) as exc:
+            raise SeqProbFileError(f"cannot read corpus {self.path!r}: {exc}", path=self.path) from exc
+        finally:
+            if self.path != "-":
+                handle.close()
+
+
+def _check_block(block: bytes, path: str, lineno: int) -> int:
+    """Raise the error of the first line of ``block`` that is not UTF-8; return the number of
+    lines read after it."""
+    try:
+        block.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        start = block.rfind(b"\n", 0, exc.start) + 1
+        end = block.find(b"\n", exc.start)
+        _decode_line(block[start: len(block) if end < 0 else end + 1], path,
+                     lineno + block.count(b"\n", 0, start) + 1)
+    return lineno + block.count(b"\n")

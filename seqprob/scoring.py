@@ -15,7 +15,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ._io import read_lines
+from ._io import CorpusFile, read_lines
 from .errors import InputError, SeqProbFileError
 from .functional import LN2, LN10, entropy as _entropy
 from .protocols import CorpusScorer, is_normalized, model_tokenizer
@@ -542,12 +542,13 @@ def _corpus_lines(lines) -> list:
 
 
 def _stream_lines(lines):
-    """The stripped lines of a corpus (path, ``'-'`` or iterable of str), read lazily."""
+    """The stripped lines of a corpus (path, ``'-'`` or iterable of str), read lazily (a path as
+    a :class:`CorpusFile`, which a corpus scorer may also read in raw blocks)."""
     if isinstance(lines, (str, os.PathLike)):
         if str(lines) != "-" and not os.path.exists(lines):
             raise SeqProbFileError(f"cannot read corpus {str(lines)!r}: no such file (to score the "
                                    "text itself, pass a list of lines)", path=str(lines))
-        return read_lines(lines)
+        return CorpusFile(lines)
     return (line.strip() for line in iter_texts(lines, "lines"))
 
 

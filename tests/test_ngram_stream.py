@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 import seqprob as sp
 from seqprob.ngram import MLE, KneserNey, WittenBell
-from seqprob.ngram import _stream
+from seqprob.ngram import _query
 from budget import examples
 
 TRAIN = ["the cat sat on the mat", "the dog sat", "a cat saw the dog", "the mat é"]
@@ -35,11 +35,11 @@ def test_streamed_evaluate_equals_line_by_line(cls, lines, eos, chunk):
     if not any(line.strip() for line in lines):
         lines = lines + ["the cat"]
     model = cls(order=3).fit(TRAIN)
-    saved, _stream._CHUNK_BYTES = _stream._CHUNK_BYTES, chunk
+    saved, _query.BLOCK_BYTES = _query.BLOCK_BYTES, chunk
     try:
         fast = sp.evaluate(model, iter(lines), eos=eos)  # an iterator: read once
     finally:
-        _stream._CHUNK_BYTES = saved
+        _query.BLOCK_BYTES = saved
     slow = sp.evaluate(model, lines, tokenizer=sp.WhitespaceTokenizer(model.vocab), eos=eos)
     _same(fast, slow)
 

@@ -80,10 +80,11 @@ class BackoffLanguageModel(BaseLanguageModel):
         return self._tables().score_stream(stream, seg)
 
     def corpus_sums(self, lines, eos: bool = True):
-        """Running sums for :func:`seqprob.evaluate` over stripped ``lines``, scored a few MB at a
-        time (None when the tokenizer is not the model's own whitespace one). See
-        :func:`seqprob.ngram._stream.corpus_sums`."""
-        from ._stream import corpus_sums
+        """Running sums for :func:`seqprob.evaluate` over stripped ``lines`` (or a
+        :class:`~seqprob._io.CorpusFile`), scored a block of text at a time (None when the
+        tokenizer is not the model's own whitespace one). See
+        :func:`seqprob.ngram._query.corpus_sums`."""
+        from ._query import corpus_sums
 
         self._check_fitted()
         return corpus_sums(self, lines, eos)

@@ -12,8 +12,13 @@ Layout (all little-endian; every section starts on a 64-byte boundary)::
     ... sections: keys.m (int64 sorted prefix-linked keys ``prefix_row * V + word``, then a
                   sentinel -1),
                   logp.m (float64 natural-log probabilities), logbow.m (float64 back-off
-                  weights, orders 1 .. N-1), slots.m (int32 open-addressing hash of keys.m,
-                  orders >= 2: row of the key or -1), vocab.offsets (int64) + vocab.utf8.
+                  weights, orders 1 .. N-1), probe.m + buckets.m (orders >= 2: the query
+                  records of :class:`~seqprob.ngram._probe.ProbeIndex`, int64 (key, row, log p,
+                  log gamma) or (key, log p) on the highest order, in hash order, and int32
+                  bucket entries: first record << 1 | several records), vocab.offsets (int64) + vocab.utf8. Files written before
+                  the probe records hold slots.m instead (int32 open-addressing hash of keys.m:
+                  row of the key or -1); they load and score the same (their probe records are
+                  built in memory at the first query).
 
 Loading maps the file (``mmap``, read-only, shared) and checks the magic, the version, the header CRC and
 that every section lies inside the file: nothing proportional to the model is read, so it is
@@ -36,6 +41,7 @@ from ..counts import KeyHash
 from ..errors import FileFormatError, InputError, SeqProbFileError
 from ..tokenizers import WhitespaceTokenizer
 from ..vocab import Vocab
+from ._probe import ProbeIndex
 from .tables import BackoffTables
 
 __all__ = ["save_ngram", "load_ngram", "build_binary", "MAGIC", "VERSION"]
@@ -111,8 +117,9 @@ def save_ngram(model, path, hash: bool = True) -> Path:
         back-off weight).
     path : str or path-like
     hash : bool
-        Also store a hash index per order (4 bytes per slot, 2-4 slots per n-gram) so queries
-        on the loaded model need no index build; without it the first query builds one in
+        Also store the query records of every order >= 2 (one 32-byte record per n-gram, 16
+        on the highest order, plus 4-byte bucket offsets, 2-4 per n-gram) so queries on the
+        loaded model need no index build; without them the first query builds them in
         memory.
 
     Returns
@@ -122,7 +129,8 @@ def save_ngram(model, path, hash: bool = True) -> Path:
     Notes
     -----
     Sizes: 8 (key) + 8 (log prob) + 8 (back-off, not on the highest order) bytes per n-gram,
-    plus 8-16 with ``hash=True``. Probabilities are kept in float64, so a model saved, loaded
+    plus 24-48 with ``hash=True`` (a query reads one record per order instead of a slot, a
+    key, a probability and a back-off weight: four random reads). Probabilities are kept in float64, so a model saved, loaded
     and written as ARPA gives the same bytes as the original.
 
     Examples
@@ -161,7 +169,9 @@ def _section_arrays(tables: BackoffTables, vocab: Vocab, hash: bool) -> dict:
         if m < tables.order:
             arrays[f"logbow.{m}"] = np.ascontiguousarray(tables.logbow[m - 1], dtype="<f8")
         if hash and m > 1:
-            arrays[f"slots.{m}"] = SlotHash.build(tables.keys[m - 1]).slots.astype("<i4")
+            index = tables.probe_index(m)
+            arrays[f"probe.{m}"] = index.records.astype("<i8", copy=False)  # (n_m + 1, 4 or 2)
+            arrays[f"buckets.{m}"] = index.buckets.astype(index.buckets.dtype.newbyteorder("<"), copy=False)
     return arrays
 
 
@@ -174,8 +184,11 @@ def _layout(tables: BackoffTables, vocab: Vocab, arrays: dict, tokenizer):
     meta = {"format": "seqprob-ngram", "order": tables.order, "vocab_size": tables.vocab_size,
             "unlisted_logbow": tables.unlisted_logbow, "bos": vocab.bos, "eos": vocab.eos,
             "unk": vocab.unk, "tokenizer": "whitespace" if isinstance(tokenizer, WhitespaceTokenizer) else None,
-            "hash_bits": {n[6:]: int(a.shape[0]).bit_length() - 1 for n, a in arrays.items()
-                          if n.startswith("slots.")},
+            "hash_bits": {},  # the int32 slot hashes of older files (read, no longer written)
+            "probe_bits": {n[8:]: int(a.shape[0]).bit_length() - 1 for n, a in arrays.items()
+                           if n.startswith("buckets.")},
+            "probe_longest": {str(m): tables.probe_index(m).longest for m in range(2, tables.order + 1)
+                              if f"buckets.{m}" in arrays},
             "sections": sections}
     header = b""
     for _ in range(2):
@@ -238,6 +251,10 @@ def load_ngram(path, verify: bool = False):
                            [arrays[f"logbow.{m}"] for m in range(1, N)], float(meta["unlisted_logbow"]))
     for m, bits in meta["hash_bits"].items():
         tables._hashes[int(m)] = SlotHash(bits, arrays[f"slots.{m}"], arrays[f"keys.{m}"])
+    for m, bits in meta.get("probe_bits", {}).items():
+        tables.set_probe_index(int(m), ProbeIndex(bits, arrays[f"buckets.{m}"], arrays[f"probe.{m}"],
+                                                  keys=tables.keys[int(m) - 1],
+                                                  longest=meta.get("probe_longest", {}).get(m)))
     vocab = _vocab(arrays, meta, path)
     model = ArpaModel(tables, vocab, path)
     if meta["tokenizer"] != "whitespace":

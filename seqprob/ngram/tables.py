@@ -14,6 +14,7 @@ import numpy as np
 
 from ..base import PrefixState
 from ..counts import KeyHash, child_bounds, lookup_keys
+from ._probe import ProbeIndex, score_chain
 
 __all__ = ["BackoffTables", "NGramState", "ngram_rows", "segments_of_batch", "expand_children"]
 
@@ -115,6 +116,7 @@ class BackoffTables:
         self.unlisted_logbow = float(unlisted_logbow)
         self._child_bounds: dict = {}
         self._hashes: dict = {}
+        self._probes: dict = {}
 
     @property
     def order(self) -> int:
@@ -125,11 +127,24 @@ class BackoffTables:
 
     # ------------------------------------------------------------------ scoring
     def score_stream(self, stream: np.ndarray, seg_start: np.ndarray) -> np.ndarray:
-        """log P(stream[i] | its history inside its segment) for every position (NaN at starts)."""
+        """log P(stream[i] | its history inside its segment) for every position (NaN at starts).
+
+        Probes each order only where the shorter n-gram matched (:func:`score_chain`); a model
+        with a non-zero ``unlisted_logbow`` (stupid back-off) is scored by
+        :meth:`score_stream_reference`.
+        """
+        if self.unlisted_logbow:
+            return self.score_stream_reference(stream, seg_start)
+        offset = np.arange(len(stream), dtype=np.int64) - seg_start  # (L,)
+        return score_chain(self, stream, offset)
+
+    def score_stream_reference(self, stream: np.ndarray, seg_start: np.ndarray) -> np.ndarray:
+        """:meth:`score_stream` the direct way: every order looked up (binary search) at every
+        position, then dense passes; the reference the fast path is tested against."""
         N = self.order
         L = len(stream)
         offset = np.arange(L, dtype=np.int64) - seg_start  # (L,)
-        rows = ngram_rows(self.keys, self.vocab_size, stream, seg_start, N, self.hash)
+        rows = ngram_rows(self.keys, self.vocab_size, stream, seg_start, N)
         target = offset >= 1
         best = np.where(target, 1, 0)  # (L,) longest listed n-gram ending at i
         for m in range(2, N + 1):
@@ -174,11 +189,40 @@ class BackoffTables:
             out[r, self.keys[m - 1][child] % V] = self.logp[m - 1][child]
         return out.reshape(B, T, V)
 
-    def hash(self, m: int) -> KeyHash:
-        """Hash table of the order-m keys (built on first use)."""
-        if m not in self._hashes:
-            self._hashes[m] = KeyHash(self.keys[m - 1])
+    def hash(self, m: int):
+        """Row look-up of the order-m keys: the :class:`ProbeIndex` below the highest order,
+        else a :class:`KeyHash` (built on first use)."""
+        if m in self._hashes:
+            return self._hashes[m]
+        if m < self.order:
+            return self.probe_index(m)
+        self._hashes[m] = KeyHash(self.keys[m - 1])
         return self._hashes[m]
+
+    def probe_index(self, m: int) -> ProbeIndex:
+        """The query records of order m >= 2 (built on first use, or mapped from a ``.sqlm``).
+
+        The records copy log p and log gamma: they are rebuilt when ``logp[m-1]`` or
+        ``logbow[m-1]`` is replaced by another array (pruning and mixing recompute back-off
+        weights that way); an array changed in place is not noticed.
+        """
+        logp, logbow = self.logp[m - 1], (self.logbow[m - 1] if m < self.order else None)
+        built = self._probes.get(m)
+        if built is None or built[0] is not logp or built[1] is not logbow:
+            built = (logp, logbow, ProbeIndex.build(self.keys[m - 1], logp, logbow, rank=self._joint_logprob(m)))
+            self._probes[m] = built
+        return built[2]
+
+    def _joint_logprob(self, m: int) -> np.ndarray:
+        """(n_m,) log p(w_1) + log p(w_2 | w_1) + ... of each order-m n-gram's listed chain."""
+        joint = self.logp[0]
+        for j in range(2, m + 1):
+            joint = joint[self.keys[j - 1] // self.vocab_size] + self.logp[j - 1]
+        return joint
+
+    def set_probe_index(self, m: int, index: ProbeIndex) -> None:
+        """Use ``index`` (records of the current ``logp`` / ``logbow`` of order m) for order m."""
+        self._probes[m] = (self.logp[m - 1], self.logbow[m - 1] if m < self.order else None, index)
 
     def bounds(self, m: int) -> np.ndarray:
         """Child offsets of order m over the order-(m-1) rows (computed once)."""

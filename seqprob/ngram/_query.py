@@ -1,0 +1,312 @@
+"""Corpus scoring of a back-off model as running sums, block by block of raw UTF-8 bytes.
+
+A corpus file is read in blocks of whole lines (:meth:`seqprob._io.CorpusFile.blocks`; lines
+given as str are joined into blocks), and each block is tokenized and scored in one
+vectorized pass:
+
+- fields: one comparison ``byte <= 32`` and its edges (the block has been checked to hold no
+  whitespace but space, tab, CR and LF, and no other control byte: else it is split by Python's
+  ``str.split``, like the line-by-line path);
+- vocabulary ids: a word of at most 8 bytes *is* an integer (its bytes, zero-padded), looked up
+  in a :class:`~seqprob.ngram._probe.ProbeIndex` of the vocabulary (one cache-resident read);
+  longer words go through :class:`seqprob._arpa_fast.VocabIndex` (a hash of all their bytes,
+  every match checked byte for byte); unknown words become ``<unk>``;
+- the stream ``<s> w .. </s> <s> ..`` is scored by the model (:func:`score_chain` for back-off
+  tables) and only sums survive the block (with the first zero-probability tokens), so memory
+  does not grow with the corpus.
+
+With several threads (:func:`seqprob._parallel.set_num_threads`, ``SEQPROB_NUM_THREADS``...) as many
+blocks are scored at once on the ``_parallel`` pool (numpy releases the GIL in its loops); their
+sums are added in block order, so the figures are the same bits at any thread count.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _arpa_fast as fast
+from .._io import CorpusFile
+from .._parallel import for_row_blocks, num_threads
+from ..tokenizers import WhitespaceTokenizer
+from ._probe import ROW, ProbeIndex, _bucket
+from ._stream import SUM_FIELDS
+
+__all__ = ["corpus_sums", "WordIndex", "BLOCK_BYTES"]
+
+BLOCK_BYTES = 1 << 18  # bytes of text per block: ~65k positions, the working arrays stay near L2
+_MAX_ZEROS = 20
+_ODD_UNICODE = [c.encode() for c in "\x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000"] + \
+               [chr(c).encode() for c in range(0x2000, 0x200B)]
+_LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
+
+
+def corpus_sums(model, lines, eos: bool = True) -> dict | None:
+    """Running sums of ``model`` over a corpus, scored the KenLM way (``<s>`` context, ``</s>``
+    predicted when ``eos``), or None when the model's tokenizer is not a plain
+    :class:`WhitespaceTokenizer` over its own vocabulary (the caller then scores line by line;
+    nothing of ``lines`` is consumed before that decision).
+
+    Parameters
+    ----------
+    model : BackoffLanguageModel
+    lines : CorpusFile or iterable of str
+        A corpus file (read in raw blocks) or stripped lines; blank lines are skipped.
+    eos : bool
+
+    Returns
+    -------
+    dict
+        The counts and totals of ``SUM_FIELDS`` (log-probabilities in nats) and ``zeros``: up
+        to 20 (line, position, token) with probability 0.
+
+    Examples
+    --------
+    >>> from seqprob.ngram import KneserNey
+    >>> m = KneserNey(order=2).fit(["a b", "b a"])
+    >>> s = corpus_sums(m, iter(["a b", "", "zebra"]))
+    >>> s["n_sentences"], s["n_tokens"], s["n_oov"], s["n_skipped_empty"]
+    (2, 5, 1, 1)
+    """
+    tok, vocab = getattr(model, "tokenizer", None), model.vocab
+    if type(tok) is not WhitespaceTokenizer or tok.vocab is not vocab or vocab.bos_id is None \
+            or vocab.unk_id is None or (eos and vocab.eos_id is None):
+        return None
+    sums, index, threads = _new_sums(), word_index(model), num_threads()
+    if threads > 1:
+        _build_probes(model)  # before the threads share the model
+    blocks = lines.blocks(BLOCK_BYTES) if isinstance(lines, CorpusFile) else _joined(lines, sums)
+    for batch in _batches(blocks, threads):  # ``threads`` blocks at a time, one per thread
+        parts = for_row_blocks(lambda lo, hi: [_block_sums(model, index, b, eos) for b in batch[lo:hi]],
+                               len(batch), work=sum(map(len, batch)), min_work=1 << 16)
+        for part in (part for done in parts for part in done):  # in block order
+            _merge(sums, part)
+    del sums["lines_done"]
+    return sums
+
+
+def _new_sums() -> dict:
+    sums = dict.fromkeys(SUM_FIELDS, 0)
+    sums.update(logprob=0.0, logprob_excl_oov=0.0, logprob_kept=0.0, zeros=[], lines_done=0)
+    return sums
+
+
+def _build_probes(model) -> None:
+    tables = getattr(model, "tables_", None)
+    if tables is not None and not tables.unlisted_logbow:
+        for m in range(2, tables.order + 1):
+            tables.probe_index(m)
+
+
+def _batches(blocks, size: int):
+    batch = []
+    for block in blocks:
+        batch.append(block)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _block_sums(model, index, block: bytes, eos: bool) -> dict:
+    """The sums of one block on its own (its zero-probability tokens numbered from its first line)."""
+    part = _new_sums()
+    words = _block_words(index, block) or _python_words(model.vocab, block)
+    part["n_skipped_empty"] += words.pop("blank")
+    if len(words["count"]):
+        _add_block(model, words, eos, part)
+    return part
+
+
+def _merge(sums: dict, part: dict) -> None:
+    for field in SUM_FIELDS:
+        sums[field] += part[field]
+    room = _MAX_ZEROS - len(sums["zeros"])
+    sums["zeros"] += [(sums["lines_done"] + i, p, t) for i, p, t in part["zeros"][:max(room, 0)]]
+    sums["lines_done"] += part["lines_done"]
+
+
+def word_index(model) -> "WordIndex":
+    """The model's :class:`WordIndex` (built once per vocabulary, kept on the model; words
+    ordered by unigram probability inside a hash bucket when the model has tables)."""
+    cached = model.__dict__.get("_word_index")
+    if cached is None or cached[0] is not model.vocab:
+        tables = getattr(model, "tables_", None)
+        likely = tables.logp[0] if tables is not None and len(tables.logp[0]) == len(model.vocab) else None
+        cached = (model.vocab, WordIndex(list(model.vocab.tokens), likely))
+        model.__dict__["_word_index"] = cached
+    return cached[1]
+
+
+def _joined(lines, sums: dict):
+    """Blocks of about BLOCK_BYTES of the non-blank stripped ``lines``, joined by newlines."""
+    chunk, size = [], 0
+    for line in lines:
+        if not line:
+            sums["n_skipped_empty"] += 1
+            continue
+        chunk.append(line.replace("\n", " "))  # a newline inside a line is a space, not a break
+        size += len(line) + 1
+        if size >= BLOCK_BYTES:
+            yield "\n".join(chunk).encode("utf-8")
+            chunk, size = [], 0
+    if chunk:
+        yield "\n".join(chunk).encode("utf-8")
+
+
+class WordIndex:
+    """Vocabulary id of word fields of a UTF-8 byte buffer, matched byte for byte.
+
+    Names of at most 8 bytes (without a 0 byte) are keyed by their bytes read as one
+    little-endian integer (zero-padded: the key is the word): a direct-mapped table of 8 slots
+    per name gives the id (one 4-byte read, checked against the name's integer); the few
+    names sharing a slot are found through a :class:`ProbeIndex`. Longer names go through
+    :class:`seqprob._arpa_fast.VocabIndex`.
+
+    Examples
+    --------
+    >>> idx = WordIndex(["<unk>", "<s>", "</s>", "cat", "concatenation"])
+    >>> data = b"cat dog concatenation cat"
+    >>> buf, starts, ends = _fields(np.frombuffer(data, dtype=np.uint8))
+    >>> idx.ids(data, starts, ends).tolist()
+    [3, -1, 4, 3]
+    """
+
+    def __init__(self, names: list, likeliness=None):
+        encoded = [n.encode("utf-8") for n in names]
+        likeliness = np.zeros(len(names)) if likeliness is None else np.nan_to_num(likeliness, neginf=-1e300)
+        is_short = np.array([len(e) <= 8 and b"\0" not in e for e in encoded], dtype=bool)
+        short = np.flatnonzero(is_short)
+        packed = b"".join(encoded[i].ljust(8, b"\0") for i in short)
+        keys = np.frombuffer(packed, dtype="<u8").view(np.int64)  # (S,) the words as integers
+        self.short = ProbeIndex.build(keys, likeliness[short], np.zeros(len(short)), rows=short)
+        self.shift = np.uint64(64 - max(int(8 * len(short) - 1).bit_length(), 4))
+        slot = _bucket(keys, self.shift)  # (S,)
+        self.direct = np.full(1 << (64 - int(self.shift)), -1, dtype=np.int32)  # id per slot, -2: shared
+        self.direct[slot] = short
+        self.direct[np.bincount(slot, minlength=len(self.direct)) > 1] = -2
+        self.packed = np.zeros(len(names), dtype=np.int64)  # (V,) each short name as an integer
+        self.packed[short] = keys
+        self.long_ids = np.flatnonzero(~is_short)
+        self.long = fast.VocabIndex([names[i] for i in self.long_ids]) if len(self.long_ids) else None
+        self.long_names = {encoded[i]: int(i) for i in self.long_ids}
+
+    def ids(self, data: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """(F,) id of each field ``data[starts[k]:ends[k]]``, -1 where it is no vocabulary word."""
+        padded = np.frombuffer(data + bytes(8), dtype=np.uint8)
+        view = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
+        length = ends - starts  # (F,)
+        words = (view[starts] & _LOW_BYTES[np.minimum(length, 8)]).view(np.int64)  # (F,) first 8 bytes
+        found = np.take(self.direct, _bucket(words, self.shift))  # (F,) id, -1 or -2 (shared slot)
+        short = length <= 8
+        ids = np.where((np.take(self.packed, np.maximum(found, 0)) == words) & short, found, -1)  # (F,)
+        shared = np.flatnonzero((found == -2) & short)
+        if len(shared):
+            hit, rec = self.short.probe(words[shared])
+            ids[shared] = np.where(hit, rec[:, ROW], -1)
+        if not short.all():
+            long = np.flatnonzero(~short)
+            ids[long] = self._long_ids(padded, data, starts[long], ends[long])
+        return ids
+
+    def _long_ids(self, padded, data: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        found = None if self.long is None else fast.word_ids(self.long, padded, starts, ends)
+        if found is not None:
+            return np.where(found >= 0, self.long_ids[np.maximum(found, 0)], -1)
+        return np.array([self.long_names.get(data[s:e], -1) for s, e in zip(starts.tolist(), ends.tolist())],
+                        dtype=np.int64)
+
+
+def _fields(buf: np.ndarray):
+    """(buf, starts, ends) of the fields of a byte array split on bytes <= 32."""
+    ws = np.empty(len(buf) + 2, dtype=bool)  # (n+2,) whitespace, padded with True
+    ws[0] = ws[-1] = True
+    np.less_equal(buf, 32, out=ws[1:-1])
+    edges = np.flatnonzero(ws[1:] != ws[:-1])  # (2F,) field starts and ends, alternating
+    return buf, edges[0::2], edges[1::2]
+
+
+def _plain(data: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> bool:
+    """True if the only bytes <= 32 of ``data`` (those outside the fields) are space, tab, CR
+    and LF: no whitespace that only ``str.split`` knows, no other control byte."""
+    outside = len(buf) - int((ends - starts).sum())
+    if outside != sum(int(np.count_nonzero(buf == c)) for c in (32, 10, 9, 13)):  # (bytes.count is slower)
+        return False
+    return data.isascii() or not any(c in data for c in _ODD_UNICODE)
+
+
+def _block_words(index: WordIndex, data: bytes) -> dict | None:
+    """Words of a block of whole lines: ids (W,), count (n,) per non-blank line, the number of
+    blank lines, and the bytes and characters of the stripped non-blank lines; None if the
+    block needs Python's whitespace rules."""
+    buf, starts, ends = _fields(np.frombuffer(data, dtype=np.uint8))
+    if not _plain(data, buf, starts, ends):
+        return None
+    newlines = np.flatnonzero(buf == 10)  # (lines-1 or lines,)
+    before = np.searchsorted(starts, newlines)  # (.,) fields before each newline
+    count = np.diff(np.concatenate([[0], before, [len(starts)]]))  # (.,) fields per line
+    if data.endswith(b"\n"):
+        count = count[:-1]  # nothing follows the last newline
+    first = (np.cumsum(count) - count)[count > 0]  # (n,) first field of each non-blank line
+    count = count[count > 0]  # (n,)
+    n_bytes = int((ends[first + count - 1] - starts[first]).sum()) if len(count) else 0
+    n_chars = n_bytes - (0 if data.isascii() else int(np.count_nonzero((buf & 0xC0) == 0x80)))
+    return {"ids": index.ids(data, starts, ends), "count": count, "blank": len(newlines) + (
+        not data.endswith(b"\n")) - len(count), "n_bytes": n_bytes, "n_chars": n_chars}
+
+
+def _python_words(vocab, data: bytes) -> dict:
+    """:func:`_block_words` by ``str.strip`` and ``str.split`` (Unicode whitespace)."""
+    text = data.decode("utf-8")
+    lines = [line.strip() for line in text.split("\n")[: text.count("\n") + (not text.endswith("\n"))]]
+    kept = [line for line in lines if line]
+    words = [line.split() for line in kept]
+    ids = np.array([vocab._index.get(w, -1) for ws in words for w in ws], dtype=np.int64)
+    return {"ids": ids, "count": np.array([len(ws) for ws in words], dtype=np.int64),
+            "blank": len(lines) - len(kept), "n_bytes": sum(len(line.encode("utf-8")) for line in kept),
+            "n_chars": sum(map(len, kept))}
+
+
+def _add_block(model, words: dict, eos: bool, sums: dict) -> None:
+    """Score one block's sentences and add them to the running sums."""
+    vocab, ids, count = model.vocab, words["ids"], words["count"]
+    n = len(count)
+    length = count + 1 + int(eos)  # (n,) ids per sentence: <s> words [</s>]
+    start = np.cumsum(length) - length  # (n,)
+    word_pos = np.arange(len(ids)) + np.repeat(np.arange(1, n + 1) + int(eos) * np.arange(n), count)  # (W,)
+    stream = np.full(int(length.sum()), vocab.eos_id if eos else 0, dtype=np.int64)  # (L,)
+    stream[start] = vocab.bos_id
+    stream[word_pos] = np.where(ids < 0, vocab.unk_id, ids)
+    lp = model._score_stream(stream, np.repeat(start, length))  # (L,) NaN at each <s>
+    on_words, on_ends = lp[word_pos], (lp[start + length - 1] if eos else lp[:0])  # (W,), (n,)
+    oov = (ids < 0) | (ids == vocab.unk_id)  # (W,)
+    _add_sums(sums, on_words, on_ends, oov)
+    sums["n_sentences"] += n
+    sums["n_chars"] += words["n_chars"]
+    sums["n_bytes"] += words["n_bytes"]
+    if sums["n_zeros"] and len(sums["zeros"]) < _MAX_ZEROS:
+        zero = np.isneginf(lp)
+        zero[word_pos[oov]] = False
+        _note_zeros(sums, np.flatnonzero(zero), start, stream, vocab)
+    sums["lines_done"] += n
+
+
+def _add_sums(sums: dict, on_words: np.ndarray, on_ends: np.ndarray, oov: np.ndarray) -> None:
+    total = float(on_words.sum()) + float(on_ends.sum())
+    n_oov = int(np.count_nonzero(oov))
+    excl = total if not n_oov else float(on_words[~oov].sum()) + float(on_ends.sum())
+    zero_w, zero_e = np.isneginf(on_words) & ~oov, np.isneginf(on_ends)
+    n_zero = int(np.count_nonzero(zero_w)) + int(np.count_nonzero(zero_e))
+    kept = excl if not n_zero else float(on_words[~oov & ~zero_w].sum()) + float(on_ends[~zero_e].sum())
+    sums["n_tokens"] += len(on_words) + len(on_ends)
+    sums["n_oov"] += n_oov
+    sums["n_zeros"] += n_zero
+    sums["logprob"] += total
+    sums["logprob_excl_oov"] += excl
+    sums["logprob_kept"] += kept
+
+
+def _note_zeros(sums: dict, positions: np.ndarray, start: np.ndarray, stream: np.ndarray, vocab) -> None:
+    positions = positions[: _MAX_ZEROS - len(sums["zeros"])]
+    line = np.searchsorted(start, positions, side="right") - 1
+    sums["zeros"] += [(sums["lines_done"] + int(i), int(p - start[i]), vocab.tokens[stream[p]])
+                      for i, p in zip(line.tolist(), positions.tolist())]
