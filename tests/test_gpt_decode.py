@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from seqprob import nn
 from seqprob.errors import InputError, TokenIdError
 from seqprob.gpt import GPT, GPTConfig
+from seqprob.gpt import decode
 from seqprob.gpt.block import RowParams, RowWorkspace, block_forward, block_step
 from budget import examples
 from test_gpt_arch import arch_model, archs
@@ -127,3 +128,28 @@ def test_numpy_integer_token_ids_are_accepted():
     a, b = model.step(state, np.int64(5)), model.step(state, 5)
     np.testing.assert_array_equal(a.logprobs, b.logprobs)
     assert a.ids == b.ids == (1, 5)
+
+
+def blas_threads() -> list:
+    from threadpoolctl import threadpool_info
+    return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+
+
+@pytest.mark.parametrize("small", [True, False])
+def test_small_models_step_on_one_blas_thread_and_restore_the_setting(monkeypatch, small):
+    from threadpoolctl import threadpool_limits
+    if not small:  # every model is "large": BLAS keeps its threads
+        monkeypatch.setattr(decode, "SMALL_GEMV", 0)
+    seen, real = [], decode.decode_one
+    monkeypatch.setattr(decode, "decode_one", lambda *args: seen.append(blas_threads()) or real(*args))
+    model = GPT(GPTConfig(vocab_size=13, block_size=4, n_layer=1, n_head=1, n_embd=4), seed=0)
+    with threadpool_limits(limits=2, user_api="blas"):
+        outside = blas_threads()
+        model.step(model.start([1]), 2)
+        assert blas_threads() == outside  # restored
+        state = model.start([1])
+        monkeypatch.setattr(decode, "decode_one", lambda *args: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            model.step(state, 2)
+        assert blas_threads() == outside  # restored when the step fails too
+    assert seen == [[1] * len(outside) if small else outside]

@@ -11,10 +11,18 @@ per decoding branch, in :class:`_Plan`: each layer's parameters as named fields
 (:class:`~seqprob.gpt.block.RowParams`, views of the model's arrays, so later in-place
 updates of the weights are seen), the embedding, final norm and unembedding; and every
 cache owns a :class:`~seqprob.gpt.block.RowWorkspace` of reused buffers.
+
+Threads: a step of a small model (every block matrix under :data:`SMALL_GEMV` elements, as in
+config "small") runs BLAS on one thread (:data:`one_blas_thread`, the setting restored after
+the step): its GEMVs are too small for OpenBLAS to split, except the unembedding, and waking
+BLAS's worker for that one call was measured to cost more than it saves (under load: 0.28-0.35 s
+against 0.39 s for +256 tokens at 2 threads). Larger models (GPT-2 124M) keep BLAS's threads,
+which split their large GEMVs.
 """
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,11 +34,14 @@ from .block import RowParams, RowWorkspace, block_step, norm_row
 
 __all__ = ["GPTState", "start_ids", "step"]
 
+SMALL_GEMV = 1 << 20  # elements of the largest block matrix below which a step runs BLAS on one thread
+
 
 class _Plan:
     """The arrays every step of a decoding branch reads, looked up once (at ``start``)."""
 
-    __slots__ = ("config", "dtype", "rope", "layers", "wte", "wpe", "ln_f_g", "ln_f_b", "w_u")
+    __slots__ = ("config", "dtype", "rope", "layers", "wte", "wpe", "ln_f_g", "ln_f_b", "w_u",
+                 "small")
 
     def __init__(self, model):
         params = model.params
@@ -39,6 +50,8 @@ class _Plan:
         self.wte, self.wpe = params["wte"], params.get("wpe")  # (V, C), (block, C) or None
         self.ln_f_g, self.ln_f_b = params["ln_f.g"], params.get("ln_f.b")
         self.w_u = model._w_u  # (V, C)
+        self.small = max(a.size for layer in self.layers
+                         for a in (layer.w_qkv, layer.w_up, layer.w_down)) < SMALL_GEMV
 
 
 class _KVCache:
@@ -123,7 +136,11 @@ def step(model, state: GPTState, token_id) -> GPTState:
         return start_ids(model, ctx, state.n_seen + 1)
     if cache.length != pos:
         cache = cache.fork(pos)
-    row = decode_one(cache, pos, tok)
+    if cache.plan.small:
+        with one_blas_thread:
+            row = decode_one(cache, pos, tok)
+    else:
+        row = decode_one(cache, pos, tok)
     cache.ids[pos], cache.length = tok, pos + 1
     return _state(model, row, pos + 1, state.n_seen + 1, cache)
 
@@ -141,3 +158,41 @@ def decode_one(cache: _KVCache, pos: int, tok: int) -> np.ndarray:
         block_step(x, layer, K, V, pos, ws)
     h = norm_row(x, plan.ln_f_g, plan.ln_f_b, ws)  # (C,)
     return nn.log_softmax_inplace(np.dot(plan.w_u, h))  # (V,)
+
+
+class _OneBlasThread:
+    """Context manager: BLAS on one thread while decoding steps run, the previous setting
+    restored when the last concurrent step ends (threadpoolctl's controllers, found once).
+
+    The setting is process-wide: BLAS calls of other threads during a step also run on one.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._depth, self._saved, self._libs = 0, [], None
+
+    def _controllers(self) -> list:
+        if self._libs is None:
+            from threadpoolctl import ThreadpoolController
+            self._libs = ThreadpoolController().select(user_api="blas").lib_controllers
+        return self._libs
+
+    def __enter__(self):
+        with self._lock:
+            if self._depth == 0:
+                self._saved = [(lib, lib.get_num_threads()) for lib in self._controllers()]
+                for lib, n in self._saved:
+                    if n is not None and n != 1:
+                        lib.set_num_threads(1)
+            self._depth += 1
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                for lib, n in self._saved:
+                    if n is not None and n != 1:
+                        lib.set_num_threads(n)
+
+
+one_blas_thread = _OneBlasThread()  #: shared by every model: steps may run in several threads
