@@ -246,16 +246,30 @@ class RowParams(NamedTuple):
     @classmethod
     def of(cls, p: dict) -> "RowParams":
         """The fields of a per-block parameter dict (keys of :func:`~seqprob.gpt.params.block_shapes`)."""
-        return cls(p["ln_1.g"], p.get("ln_1.b"), p["attn.c_attn.w"], p.get("attn.c_attn.b"),
-                   p["attn.c_proj.w"], p.get("attn.c_proj.b"), p["ln_2.g"], p.get("ln_2.b"),
-                   p["mlp.c_fc.w"], p.get("mlp.c_fc.b"), p["mlp.c_proj.w"], p.get("mlp.c_proj.b"))
+        return cls(ln_1_g=p["ln_1.g"], ln_1_b=p.get("ln_1.b"),
+                   w_qkv=p["attn.c_attn.w"], b_qkv=p.get("attn.c_attn.b"),
+                   w_o=p["attn.c_proj.w"], b_o=p.get("attn.c_proj.b"),
+                   ln_2_g=p["ln_2.g"], ln_2_b=p.get("ln_2.b"),
+                   w_up=p["mlp.c_fc.w"], b_up=p.get("mlp.c_fc.b"),
+                   w_down=p["mlp.c_proj.w"], b_down=p.get("mlp.c_proj.b"))
 
 
 class RowWorkspace:
     """Buffers and options of :func:`block_step` for one config: one residual row at a time.
 
+    Parameters
+    ----------
+    config : GPTConfig
+    dtype : numpy dtype
+        The model's float type.
+    rope : (cos, sin), optional
+        Tables of :func:`seqprob.gpt.rope.rope_tables` (rotary configs).
+
+    Notes
+    -----
     ``q``, ``k``, ``v`` are views into ``qkv`` (the fused projection); ``qk`` is its
-    ``[q | k]`` part as ``(H + Hkv, hd)`` rows, rotated into ``qk_rot`` with rotary positions.
+    ``[q | k]`` part as ``(H + Hkv, hd)`` rows, rotated into ``qk_rot`` with rotary positions;
+    ``x`` is the caller's residual row, ``s`` the scores over up to ``block_size`` slots.
     """
 
     __slots__ = ("x", "h", "tmp", "qkv", "q", "k", "v", "qk", "qk_rot", "q_rot", "k_rot", "s",
