@@ -112,7 +112,11 @@ def start_ids(model, ids: np.ndarray, n_seen: int) -> GPTState:
     cache = _KVCache(_Plan(model))
     h = model._hidden(ctx[None, :], kv=cache)  # (1, T, C)
     cache.ids[:T], cache.length = ctx, T
-    row = model._unembed_logprobs(h[0, -1:], np.empty((1, model.config.vocab_size), model.dtype))[0]
+    if cache.plan.small:  # one row: no BLAS worker woken (it would spin through the steps)
+        with one_blas_thread:
+            row = unembed_row(cache.plan, h[0, -1])
+    else:
+        row = unembed_row(cache.plan, h[0, -1])
     return _state(model, row, T, n_seen, cache)
 
 
@@ -156,7 +160,11 @@ def decode_one(cache: _KVCache, pos: int, tok: int) -> np.ndarray:
         np.add(plan.wte[tok], plan.wpe[pos], out=x)
     for layer, (K, V) in zip(plan.layers, cache.kv):
         block_step(x, layer, K, V, pos, ws)
-    h = norm_row(x, plan.ln_f_g, plan.ln_f_b, ws)  # (C,)
+    return unembed_row(plan, norm_row(x, plan.ln_f_g, plan.ln_f_b, ws))
+
+
+def unembed_row(plan: _Plan, h: np.ndarray) -> np.ndarray:
+    """log-softmax(W_U h) of one final-normed row h (C,): a new (V,) array."""
     return nn.log_softmax_inplace(np.dot(plan.w_u, h))  # (V,)
 
 
