@@ -5,8 +5,9 @@ which writes every layer's keys and values. A ``step`` runs one position through
 :func:`seqprob.gpt.block.block_step`, the same block on a single residual row: the new key
 and value are written at slot ``pos`` and the query attends over slots ``0 .. pos``.
 
-Batch-1 decoding is bound by per-call overhead (a token of config "small" is 4 x 4 GEMVs of
-at most 1024 x 256 and a 256 x 4096 unembedding), so what a step reuses is looked up once
+Batch-1 decoding is bound by reading the weights and by per-call overhead (a token of config
+"small" is 4 x 4 GEMVs of at most 1024 x 256 and a 256 x 4096 unembedding, ~175 numpy calls
+in all), so what a step reuses is looked up once
 per decoding branch, in :class:`_Plan`: each layer's parameters as named fields
 (:class:`~seqprob.gpt.block.RowParams`, views of the model's arrays, so later in-place
 updates of the weights are seen), the embedding, final norm and unembedding; and every
@@ -14,7 +15,7 @@ cache owns a :class:`~seqprob.gpt.block.RowWorkspace` of reused buffers.
 
 Threads: a step of a small model (every block matrix under :data:`SMALL_GEMV` elements, as in
 config "small") runs BLAS on one thread (:data:`one_blas_thread`, the setting restored after
-the step): its GEMVs are too small for OpenBLAS to split, except the unembedding, and waking
+the step; so does the one-row unembedding that ends ``start``): its GEMVs are too small for OpenBLAS to split, except the unembedding, and waking
 BLAS's worker for that one call was measured to cost more than it saves (under load: 0.28-0.35 s
 against 0.39 s for +256 tokens at 2 threads). Larger models (GPT-2 124M) keep BLAS's threads,
 which split their large GEMVs.
