@@ -710,18 +710,30 @@ def _attention_one_query(q, k, v, out):
     return out
 
 
-def layer_norm_row(x, g, b, eps=1e-5):
-    """:func:`layer_norm_forward` of one vector x (C,) without a cache (the decoding path)."""
-    xc = x - np.add.reduce(x) / len(x)
-    y = xc * (g * (1.0 / math.sqrt(float(np.dot(xc, xc)) / len(x) + eps)))
+def layer_norm_row(x, g, b, eps=1e-5, out=None, tmp=None):
+    """:func:`layer_norm_forward` of one vector x (C,) without a cache (the decoding path).
+
+    ``out`` and ``tmp`` (each (C,), ``out`` not ``x``) are optional buffers: six numpy calls.
+    """
+    xc = np.subtract(x, np.add.reduce(x) / len(x), out=out)  # (C,)
+    scale = np.multiply(g, 1.0 / math.sqrt(float(np.dot(xc, xc)) / len(x) + eps), out=tmp)
+    y = np.multiply(xc, scale, out=xc)
     if b is not None:
         y += b
     return y
 
 
-def rms_norm_row(x, g, eps=1e-6):
+def rms_norm_row(x, g, eps=1e-6, out=None, tmp=None):
     """:func:`rms_norm_forward` of one vector x (C,) without a cache (the decoding path)."""
-    return x * (g * (1.0 / math.sqrt(float(np.dot(x, x)) / len(x) + eps)))
+    scale = np.multiply(g, 1.0 / math.sqrt(float(np.dot(x, x)) / len(x) + eps), out=tmp)
+    return np.multiply(x, scale, out=out)
+
+
+def gelu_row_inplace(u, t):
+    """:func:`gelu_forward` of one vector u (F,) in place, ``t`` (F,) a scratch buffer (the
+    decoding path: the same operations as the batched kernel, without its row blocking)."""
+    _gelu_rows(u, u, t, True)
+    return u
 
 
 def grouped_attention_backward(dy, cache):

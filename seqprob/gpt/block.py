@@ -8,9 +8,12 @@ every path uses the same per-block parameter dict ``p`` (keys as in
 
 - training: :func:`block_forward` (``ws=None``, returns a cache) then :func:`block_backward`;
 - inference: :func:`block_forward` with a workspace ``ws`` of reused buffers (no cache kept);
-- KV-cached decoding: :func:`block_forward` on one position with ``kv`` (this layer's key and
-  value arrays) and ``pos`` (where the position sits): keys and values are written at ``pos``
-  and the query attends over slots ``0 .. pos``.
+- KV-cached prefill: :func:`block_forward` on the prompt with ``kv`` (this layer's key and
+  value arrays) and ``pos`` (where the positions sit): keys and values are written at ``pos``
+  and the queries attend over slots ``0 .. pos``;
+- KV-cached decoding of one token: :func:`block_step`, the same block on a single residual
+  row with the parameters as named fields (:class:`RowParams`) and buffers reused from a
+  :class:`RowWorkspace` (batch-1 decoding is bound by per-call overhead, not by FLOPs).
 
 Notes
 -----
@@ -21,12 +24,15 @@ mlp: down(act(up h)) with tanh/erf GELU, or down(silu(gate h) * up h) (SwiGLU).
 """
 from __future__ import annotations
 
+import math
+from typing import NamedTuple
+
 import numpy as np
 
 from .. import nn
 
 __all__ = ["block_forward", "block_backward", "make_workspace", "split_qkv", "norm_forward",
-           "norm_backward"]
+           "norm_backward", "RowParams", "RowWorkspace", "block_step", "norm_row"]
 
 
 def _buf(ws, name):
@@ -216,3 +222,159 @@ def _mlp_backward(dm, cache, g, config):
         du = nn.swiglu_backward(dact, c_act)
     dh, _, _ = nn.linear_backward(du, c_fc, g["mlp.c_fc.w"], g.get("mlp.c_fc.b"))
     return dh
+
+
+# ----------------------------------------------------------------------------- one-row decode step
+class RowParams(NamedTuple):
+    """One block's parameters as named fields (views of the model's arrays, never copies):
+    what :func:`block_step` reads, looked up once per decoding branch instead of per token.
+    Optional biases are None."""
+
+    ln_1_g: np.ndarray
+    ln_1_b: np.ndarray | None
+    w_qkv: np.ndarray
+    b_qkv: np.ndarray | None
+    w_o: np.ndarray
+    b_o: np.ndarray | None
+    ln_2_g: np.ndarray
+    ln_2_b: np.ndarray | None
+    w_up: np.ndarray
+    b_up: np.ndarray | None
+    w_down: np.ndarray
+    b_down: np.ndarray | None
+
+    @classmethod
+    def of(cls, p: dict) -> "RowParams":
+        """The fields of a per-block parameter dict (keys of :func:`~seqprob.gpt.params.block_shapes`)."""
+        return cls(ln_1_g=p["ln_1.g"], ln_1_b=p.get("ln_1.b"),
+                   w_qkv=p["attn.c_attn.w"], b_qkv=p.get("attn.c_attn.b"),
+                   w_o=p["attn.c_proj.w"], b_o=p.get("attn.c_proj.b"),
+                   ln_2_g=p["ln_2.g"], ln_2_b=p.get("ln_2.b"),
+                   w_up=p["mlp.c_fc.w"], b_up=p.get("mlp.c_fc.b"),
+                   w_down=p["mlp.c_proj.w"], b_down=p.get("mlp.c_proj.b"))
+
+
+class RowWorkspace:
+    """Buffers and options of :func:`block_step` for one config: one residual row at a time.
+
+    Parameters
+    ----------
+    config : GPTConfig
+    dtype : numpy dtype
+        The model's float type.
+    rope : (cos, sin), optional
+        Tables of :func:`seqprob.gpt.rope.rope_tables` (rotary configs).
+
+    Notes
+    -----
+    ``q``, ``k``, ``v`` are views into ``qkv`` (the fused projection); ``qk`` is its
+    ``[q | k]`` part as ``(H + Hkv, hd)`` rows, rotated into ``qk_rot`` with rotary positions;
+    ``x`` is the caller's residual row, ``s`` the scores over up to ``block_size`` slots.
+    """
+
+    __slots__ = ("x", "h", "tmp", "qkv", "q", "k", "v", "qk", "qk_rot", "q_rot", "k_rot", "s",
+                 "y", "y3", "a", "u", "t", "m", "rms", "eps", "mlp", "parallel", "rope", "scale")
+
+    def __init__(self, config, dtype, rope=None):
+        C, H, Hkv, hd, F = (config.n_embd, config.n_head, config.kv_heads, config.head_dim,
+                            config.mlp_width)
+        nq, nk = H * hd, Hkv * hd
+        self.x, self.h, self.tmp, self.y, self.a, self.m = (np.empty(C, dtype) for _ in range(6))
+        self.qkv = np.empty(nq + 2 * nk, dtype)  # [q | k | v]
+        self.q = self.qkv[:nq].reshape(Hkv, H // Hkv, hd)  # query heads grouped by kv head
+        self.k = self.qkv[nq:nq + nk].reshape(Hkv, hd)
+        self.v = self.qkv[nq + nk:].reshape(Hkv, hd)
+        self.qk = self.qkv[:nq + nk].reshape(H + Hkv, hd)
+        self.qk_rot = np.empty((H + Hkv, hd), dtype)
+        self.q_rot = self.qk_rot[:H].reshape(Hkv, H // Hkv, hd)
+        self.k_rot = self.qk_rot[H:]  # (Hkv, hd)
+        self.s = np.empty((Hkv, H // Hkv, config.block_size), dtype)  # scores over the cache
+        self.y3 = self.y.reshape(Hkv, H // Hkv, hd)
+        self.u = np.empty(2 * F if config.mlp == "swiglu" else F, dtype)
+        self.t = np.empty(F, dtype)
+        self.rms, self.eps = config.norm == "rmsnorm", config.layer_norm_epsilon
+        self.mlp, self.parallel = config.mlp, config.parallel_residual
+        self.rope, self.scale = rope, 1.0 / math.sqrt(hd)
+
+
+def block_step(x, L: RowParams, K, V, pos: int, ws: RowWorkspace):
+    """One block on the residual row x (C,) of position ``pos``, updated in place.
+
+    The same block as :func:`block_forward` with ``kv`` for a single position (B = T = 1),
+    written for the fewest numpy calls: the key and value go to slot ``pos`` of ``K``, ``V``
+    (this layer's cache, each (Hkv, block_size, hd)) and the query attends over slots
+    ``0 .. pos``.
+
+    Notes
+    -----
+    x += attn(norm_1(x)); x += mlp(norm_2(x)) (parallel residual: both read the same x), the
+    attention of the one query being two batched GEMVs over the cache,
+    softmax(q K[:pos+1]ᵀ / sqrt(hd)) V[:pos+1] per head.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from seqprob.gpt import GPT, GPTConfig
+    >>> m = GPT(GPTConfig.preset("tiny", dtype="float64"), seed=0)
+    >>> K = np.zeros((m.config.kv_heads, m.config.block_size, m.config.head_dim)); V = K.copy()
+    >>> ws = RowWorkspace(m.config, m.dtype)
+    >>> x = m.params["wte"][3] + m.params["wpe"][0]  # (C,)
+    >>> row = block_step(x.copy(), RowParams.of(m._block_params[0]), K, V, 0, ws)
+    >>> full, _ = block_forward(x[None, None].copy(), m._block_params[0], m.config)
+    >>> bool(np.allclose(row, full[0, 0], atol=1e-12))
+    True
+    """
+    h = norm_row(x, L.ln_1_g, L.ln_1_b, ws)
+    a = _attention_row(h, L, K, V, pos, ws)
+    if ws.parallel:
+        h = norm_row(x, L.ln_2_g, L.ln_2_b, ws)  # before the attention is added
+        x += a
+    else:
+        x += a
+        h = norm_row(x, L.ln_2_g, L.ln_2_b, ws)
+    x += _mlp_row(h, L, ws)
+    return x
+
+
+def norm_row(x, g, b, ws: RowWorkspace):
+    """LayerNorm or RMSNorm (as configured) of one row x (C,) into ``ws.h``."""
+    if ws.rms:
+        return nn.rms_norm_row(x, g, ws.eps, out=ws.h, tmp=ws.tmp)
+    return nn.layer_norm_row(x, g, b, ws.eps, out=ws.h, tmp=ws.tmp)
+
+
+def _attention_row(h, L, K, V, pos, ws):
+    qkv = np.dot(h, L.w_qkv, out=ws.qkv)  # (3C,) for multi-head attention
+    if L.b_qkv is not None:
+        qkv += L.b_qkv
+    q, k = ws.q, ws.k
+    if ws.rope is not None:
+        cos, sin = ws.rope
+        q, k = ws.q_rot, ws.k_rot
+        nn.rotary_forward(ws.qk, cos[pos], sin[pos], out=ws.qk_rot)  # (H + Hkv, hd)
+    K[:, pos], V[:, pos] = k, ws.v
+    n = pos + 1
+    s = np.matmul(q, K[:, :n].transpose(0, 2, 1), out=ws.s[:, :, :n])  # (Hkv, G, n)
+    s *= ws.scale
+    nn.softmax_inplace(s)
+    np.matmul(s, V[:, :n], out=ws.y3)  # (Hkv, G, hd)
+    a = np.dot(ws.y, L.w_o, out=ws.a)  # (C,)
+    if L.b_o is not None:
+        a += L.b_o
+    return a
+
+
+def _mlp_row(h, L, ws):
+    u = np.dot(h, L.w_up, out=ws.u)  # (F,) or (2F,) [gate | up]
+    if L.b_up is not None:
+        u += L.b_up
+    if ws.mlp == "gelu_tanh":
+        act = nn.gelu_row_inplace(u, ws.t)
+    elif ws.mlp == "gelu":
+        act, _ = nn.gelu_erf_forward(u, out=u)
+    else:
+        act, _ = nn.swiglu_forward(u, out=ws.t)  # (F,)
+    m = np.dot(act, L.w_down, out=ws.m)  # (C,)
+    if L.b_down is not None:
+        m += L.b_down
+    return m

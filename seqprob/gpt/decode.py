@@ -1,41 +1,87 @@
 """KV-cached decoding of the GPT: the states of ``start`` / ``step``.
 
-A step runs one position through :func:`seqprob.gpt.block.block_forward` (the same block as
-every other path) with this layer's key/value arrays: the new key and value are written at
-slot ``pos`` and the query attends over slots ``0 .. pos``.
+``start`` runs the prompt through the batched forward (:meth:`GPT._hidden` with the cache),
+which writes every layer's keys and values. A ``step`` runs one position through
+:func:`seqprob.gpt.block.block_step`, the same block on a single residual row: the new key
+and value are written at slot ``pos`` and the query attends over slots ``0 .. pos``.
+
+Batch-1 decoding is bound by reading the weights and by per-call overhead (a token of config
+"small" is 4 x 4 GEMVs of at most 1024 x 256 and a 256 x 4096 unembedding, ~175 numpy calls
+in all), so what a step reuses is looked up once
+per decoding branch, in :class:`_Plan`: each layer's parameters as named fields
+(:class:`~seqprob.gpt.block.RowParams`, views of the model's arrays, so later in-place
+updates of the weights are seen), the embedding, final norm and unembedding; and every
+cache owns a :class:`~seqprob.gpt.block.RowWorkspace` of reused buffers.
+
+Threads: a step of a small model (every block matrix under :data:`SMALL_GEMV` elements, as in
+config "small") runs BLAS on one thread (:data:`one_blas_thread`, the setting restored after
+the step; so does the one-row unembedding that ends ``start``): its GEMVs are too small for OpenBLAS to split, except the unembedding, and waking
+BLAS's worker for that one call was measured to cost more than it saves (under load: 0.28-0.35 s
+against 0.39 s for +256 tokens at 2 threads). Larger models (GPT-2 124M) keep BLAS's threads,
+which split their large GEMVs.
 """
 from __future__ import annotations
 
+import math
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import nn
 from ..errors import InputError
-from ..vocab import check_ids, check_token_id
-from .block import block_forward, make_workspace, norm_forward
+from ..vocab import check_token_id
+from .block import RowParams, RowWorkspace, block_step, norm_row
 
 __all__ = ["GPTState", "start_ids", "step"]
 
+SMALL_GEMV = 1 << 20  # elements of the largest block matrix below which a step runs BLAS on one thread
+
+
+class _Plan:
+    """The arrays every step of a decoding branch reads, looked up once (at ``start``)."""
+
+    __slots__ = ("config", "dtype", "rope", "layers", "wte", "wpe", "ln_f_g", "ln_f_b", "w_u",
+                 "small")
+
+    def __init__(self, model):
+        params = model.params
+        self.config, self.dtype, self.rope = model.config, model.dtype, model._rope
+        self.layers = tuple(RowParams.of(p) for p in model._block_params)
+        self.wte, self.wpe = params["wte"], params.get("wpe")  # (V, C), (block, C) or None
+        self.ln_f_g, self.ln_f_b = params["ln_f.g"], params.get("ln_f.b")
+        self.w_u = model._w_u  # (V, C)
+        self.small = max(a.size for layer in self.layers
+                         for a in (layer.w_qkv, layer.w_up, layer.w_down)) < SMALL_GEMV
+
 
 class _KVCache:
-    """Preallocated keys/values shared by the states of one decoding branch."""
+    """Preallocated keys/values shared by the states of one decoding branch, with the
+    branch's :class:`_Plan` and this cache's own step buffers."""
 
-    def __init__(self, config, dtype):
+    def __init__(self, plan: _Plan):
+        config = plan.config
         shape = (config.n_layer, config.kv_heads, config.block_size, config.head_dim)
-        self.k = np.zeros(shape, dtype=dtype)  # (L, Hkv, block, hd)
-        self.v = np.zeros(shape, dtype=dtype)  # (L, Hkv, block, hd)
+        self.k = np.zeros(shape, dtype=plan.dtype)  # (L, Hkv, block, hd)
+        self.v = np.zeros(shape, dtype=plan.dtype)  # (L, Hkv, block, hd)
         self.ids = np.zeros(config.block_size, dtype=np.int64)
         self.length = 0  # slots written so far; a state may own a shorter prefix
+        self._bind(plan)
+
+    def _bind(self, plan: _Plan) -> None:
+        self.plan = plan
+        self.ws = RowWorkspace(plan.config, plan.dtype, plan.rope)
+        self.kv = tuple(zip(self.k, self.v))  # per layer (K, V), each (Hkv, block, hd)
 
     def layer(self, index: int) -> tuple:
         """(K, V) of one layer, each (Hkv, block, hd)."""
-        return self.k[index], self.v[index]
+        return self.kv[index]
 
     def fork(self, length: int) -> "_KVCache":
         new = object.__new__(_KVCache)
         new.k, new.v, new.ids = self.k.copy(), self.v.copy(), self.ids.copy()
         new.length = length
+        new._bind(self.plan)
         return new
 
 
@@ -64,44 +110,98 @@ def start_ids(model, ids: np.ndarray, n_seen: int) -> GPTState:
     """State after reading validated ``ids`` (T,): one forward pass that fills the cache."""
     ctx = ids[-model.config.block_size:]
     T = len(ctx)
-    cache = _KVCache(model.config, model.dtype)
+    cache = _KVCache(_Plan(model))
     h = model._hidden(ctx[None, :], kv=cache)  # (1, T, C)
     cache.ids[:T], cache.length = ctx, T
-    row = model._unembed_logprobs(h[0, -1:], np.empty((1, model.config.vocab_size), model.dtype))[0]
+    if cache.plan.small:  # one row: no BLAS worker woken (it would spin through the steps)
+        with one_blas_thread:
+            row = unembed_row(cache.plan, h[0, -1])
+    else:
+        row = unembed_row(cache.plan, h[0, -1])
     return _state(model, row, T, n_seen, cache)
 
 
 def _state(model, row, length, n_seen, cache) -> GPTState:
-    model._check_finite(row, "log-probabilities")
+    # log-softmax output is <= 0 or NaN, and np.min propagates NaN: one pass finds any NaN/inf
+    if not math.isfinite(np.minimum.reduce(row)):
+        model._check_finite(row, "log-probabilities")  # names a corrupt parameter
     row.flags.writeable = False
     return GPTState(row, length, n_seen, cache)
 
 
 def step(model, state: GPTState, token_id) -> GPTState:
     """New state after appending ``token_id`` (see :meth:`GPT.step`)."""
-    if not isinstance(state, GPTState):
+    if type(state) is not GPTState:
         raise InputError(f"step() needs a state from GPT.start(), got {type(state).__name__}")
-    tok = check_token_id(token_id, model.config.vocab_size)
+    V = model.config.vocab_size
+    tok = token_id if type(token_id) is int and 0 <= token_id < V else check_token_id(token_id, V)
     cache, pos = state._cache, state.length
     if pos == model.config.block_size:
         ctx = np.append(cache.ids[1:pos], tok)
         return start_ids(model, ctx, state.n_seen + 1)
     if cache.length != pos:
         cache = cache.fork(pos)
-    row = decode_one(model, cache, pos, tok)
+    if cache.plan.small:
+        with one_blas_thread:
+            row = decode_one(cache, pos, tok)
+    else:
+        row = decode_one(cache, pos, tok)
     cache.ids[pos], cache.length = tok, pos + 1
     return _state(model, row, pos + 1, state.n_seen + 1, cache)
 
 
-def decode_one(model, cache: _KVCache, pos: int, tok: int) -> np.ndarray:
-    """One position through every block, keys/values written at slot ``pos``; -> (V,)."""
-    cfg = model.config
-    ws = model.__dict__.get("_decode_ws")
-    if ws is None:
-        ws = model._decode_ws = make_workspace(cfg, 1, 1, model.dtype)
-    x = model._embed(np.array([[tok]]), pos)  # (1, 1, C)
-    for layer, p in enumerate(model._block_params):
-        block_forward(x, p, cfg, model._rope, ws=ws, kv=cache.layer(layer), pos=pos)
-    h = norm_forward(x, model.params, "ln_f", cfg, out=ws["h"])[0]  # (1, 1, C)
-    logits = np.dot(model._w_u, h.reshape(-1))  # (V,)
-    return nn.log_softmax_inplace(logits)
+def decode_one(cache: _KVCache, pos: int, tok: int) -> np.ndarray:
+    """Token ``tok`` at position ``pos`` through every block (keys/values written at slot
+    ``pos``), then log-softmax(ln_f(x) W_Uᵀ): a new (V,) row of log-probabilities."""
+    plan, ws = cache.plan, cache.ws
+    x = ws.x  # (C,)
+    if plan.wpe is None:
+        x[...] = plan.wte[tok]
+    else:
+        np.add(plan.wte[tok], plan.wpe[pos], out=x)
+    for layer, (K, V) in zip(plan.layers, cache.kv):
+        block_step(x, layer, K, V, pos, ws)
+    return unembed_row(plan, norm_row(x, plan.ln_f_g, plan.ln_f_b, ws))
+
+
+def unembed_row(plan: _Plan, h: np.ndarray) -> np.ndarray:
+    """log-softmax(W_U h) of one final-normed row h (C,): a new (V,) array."""
+    return nn.log_softmax_inplace(np.dot(plan.w_u, h))  # (V,)
+
+
+class _OneBlasThread:
+    """Context manager: BLAS on one thread while decoding steps run, the previous setting
+    restored when the last concurrent step ends (threadpoolctl's controllers, found once).
+
+    The setting is process-wide: BLAS calls of other threads during a step also run on one.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._depth, self._saved, self._libs = 0, [], None
+
+    def _controllers(self) -> list:
+        if self._libs is None:
+            from threadpoolctl import ThreadpoolController
+            self._libs = ThreadpoolController().select(user_api="blas").lib_controllers
+        return self._libs
+
+    def __enter__(self):
+        with self._lock:
+            if self._depth == 0:
+                self._saved = [(lib, lib.get_num_threads()) for lib in self._controllers()]
+                for lib, n in self._saved:
+                    if n is not None and n != 1:
+                        lib.set_num_threads(1)
+            self._depth += 1
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                for lib, n in self._saved:
+                    if n is not None and n != 1:
+                        lib.set_num_threads(n)
+
+
+one_blas_thread = _OneBlasThread()  #: shared by every model: steps may run in several threads
