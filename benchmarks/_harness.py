@@ -16,9 +16,11 @@ OpenBLAS bugs) slow a current numpy; the children run without them unless
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -62,8 +64,11 @@ def run_child(script: str, args: list, threads: int, keep_openblas_env: bool = F
 
 
 def workdir() -> Path:
-    """A temporary folder for weights and outputs shared by the children (never committed)."""
-    return Path(tempfile.mkdtemp(prefix="seqprob-bench-"))
+    """A temporary folder for weights and outputs shared by the children (never committed),
+    removed when the parent exits (weights of the 124M shape take ~0.5 GB)."""
+    folder = Path(tempfile.mkdtemp(prefix="seqprob-bench-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def add_common_args(ap) -> None:
