@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import nn
+from .. import _parallel, nn
 from ..base import BaseLanguageModel
 from ..errors import ContextLengthError, InputError
 from ..vocab import Vocab, check_ids
@@ -28,6 +28,9 @@ from .rope import rope_tables
 __all__ = ["GPT", "GPTState", "ActivationCache"]
 
 log = logging.getLogger(__name__)
+
+MIN_SHARD_WORK = 1 << 16  # elements of the (rows, n_embd) stream per shard below which the
+# per-op path runs (a shard hand-off and its own workspace do not pay for a small batch)
 
 
 def _quiet(method):
@@ -122,7 +125,7 @@ class GPT(BaseLanguageModel):
         self.vocab_ = self._default_vocab(bos_id, eos_id) if vocab is None else self._check_vocab(vocab)
         if tokenizer is not None:
             self.tokenizer = tokenizer
-        self._ws_key, self._ws = None, None
+        self._workspaces = {}  # slot (0, or the shard index) -> ((B, T), buffers)
 
     # ----------------------------------------------------------------- parameters, vocab
     @property
@@ -264,13 +267,31 @@ class GPT(BaseLanguageModel):
                                  f"index {idx}: the model weights are corrupt", name=name, index=idx)
         raise InputError(f"{what} contain NaN or inf although every parameter is finite (overflow?)")
 
-    def _workspace(self, B: int, T: int) -> dict:
-        key = (B, T)
-        if self._ws_key != key:
-            self._ws = make_workspace(self.config, B, T, self.dtype)
-            self._ws["x"] = np.empty((B, T, self.config.n_embd), self.dtype)
-            self._ws_key = key
-        return self._ws
+    def _workspace(self, B: int, T: int, slot: int = 0) -> dict:
+        """Reused inference buffers for (B, T); each shard of a sharded pass has its slot."""
+        key, ws = self._workspaces.get(slot, (None, None))
+        if key != (B, T):
+            ws = make_workspace(self.config, B, T, self.dtype)
+            ws["x"] = np.empty((B, T, self.config.n_embd), self.dtype)
+            self._workspaces[slot] = ((B, T), ws)
+        return ws
+
+    def _sharded(self, fn, batch: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """``fn(rows, slot, out[rows])`` on the whole batch, or on one shard of batch rows per
+        thread at once (BLAS on one thread meanwhile, each shard with its own workspace).
+
+        Each row goes through the same operations either way: the results are the same.
+        """
+        B, T = batch.shape
+        n = _parallel.shard_threads(B, B * T * self.config.n_embd, MIN_SHARD_WORK)
+        if n == 1:
+            fn(batch, 0, out)
+            return out
+        tasks = [functools.partial(fn, batch[lo:hi], slot, out[lo:hi])
+                 for slot, (lo, hi) in enumerate(_parallel.shard_bounds(B, n))]
+        with _parallel.single_threaded_blas():
+            _parallel.run_tasks(tasks)
+        return out
 
     # ----------------------------------------------------------------- inference forward
     def _embed(self, ids: np.ndarray, pos: int = 0, out=None) -> np.ndarray:
@@ -280,15 +301,16 @@ class GPT(BaseLanguageModel):
             x += self.params["wpe"][pos:pos + ids.shape[1]]
         return x
 
-    def _hidden(self, ids: np.ndarray, kv=None, attn=None, resid=None) -> np.ndarray:
+    def _hidden(self, ids: np.ndarray, kv=None, attn=None, resid=None, slot: int = 0) -> np.ndarray:
         """ln_f(x) of validated ids (B, T <= block) -> (B, T, C), a view of a reused buffer.
 
         ``kv`` (a decoding cache, B = 1) receives the keys/values; ``attn`` (B, L, H, T, T)
-        and ``resid`` (B, L+1, T, C) receive the attention patterns and the residual stream.
+        and ``resid`` (B, L+1, T, C) receive the attention patterns and the residual stream;
+        ``slot`` picks the workspace (one per shard of a sharded pass).
         """
         cfg = self.config
         B, T = ids.shape
-        ws = self._workspace(B, T)
+        ws = self._workspace(B, T, slot)
         x = self._embed(ids, out=ws["x"])
         if resid is not None:
             resid[:, 0] = x
@@ -310,25 +332,32 @@ class GPT(BaseLanguageModel):
     def _logprobs_window(self, batch: np.ndarray) -> np.ndarray:
         B, T = batch.shape
         out = np.empty((B, T, self.config.vocab_size), dtype=self.dtype)
-        h = self._hidden(batch)
-        self._unembed_logprobs(h.reshape(B * T, -1), out.reshape(B * T, -1))
-        return out
+        return self._sharded(self._logprobs_rows, batch, out)
 
-    def _token_logprobs_window(self, batch: np.ndarray, chunk: int | None = None) -> np.ndarray:
+    def _logprobs_rows(self, batch: np.ndarray, slot: int, out: np.ndarray) -> None:
+        B, T = batch.shape
+        h = self._hidden(batch, slot=slot)
+        self._unembed_logprobs(h.reshape(B * T, -1), out.reshape(B * T, -1))
+
+    def _token_logprobs_window(self, batch: np.ndarray) -> np.ndarray:
+        B, T = batch.shape[0], batch.shape[1] - 1
+        return self._sharded(self._token_logprobs_rows, batch, np.empty((B, T), dtype=self.dtype))
+
+    def _token_logprobs_rows(self, batch: np.ndarray, slot: int, out: np.ndarray,
+                             chunk: int | None = None) -> None:
         """Rows are unembedded ``chunk`` at a time: 64 to 512 rows, at most 2^22 logits (the
         GEMM is 1.6x faster at 256 rows than at 64 with V = 4096; the buffer stays 16 MiB)."""
         inputs, targets = batch[:, :-1], batch[:, 1:].reshape(-1)
         B, T = inputs.shape
         chunk = chunk or min(512, max(64, 2 ** 22 // self.config.vocab_size))
-        h2 = self._hidden(inputs).reshape(B * T, -1)  # (N, C)
-        out = np.empty(B * T, dtype=self.dtype)
+        h2 = self._hidden(inputs, slot=slot).reshape(B * T, -1)  # (N, C)
+        out = out.reshape(B * T)
         tmp = np.empty((min(chunk, B * T), self.config.vocab_size), dtype=self.dtype)
         w_u = self._w_u
         for i in range(0, B * T, chunk):
             rows = np.matmul(h2[i:i + chunk], w_u.T, out=tmp[:len(h2[i:i + chunk])])  # (n, V)
             nn.log_softmax_inplace(rows)
             out[i:i + chunk] = rows[np.arange(len(rows)), targets[i:i + chunk]]
-        return out.reshape(B, T)
 
     # ----------------------------------------------------------------- public scoring API
     @_quiet
@@ -442,10 +471,15 @@ class GPT(BaseLanguageModel):
         batch, squeeze = self._validate(ids)
         B, T = batch.shape
         self._check_T(T)
-        h2 = self._hidden(batch).reshape(B * T, -1)
-        out = np.matmul(h2, self._w_u.T).reshape(B, T, -1)  # (B, T, V)
+        out = np.empty((B, T, self.config.vocab_size), dtype=self.dtype)
+        self._sharded(self._logits_rows, batch, out)  # (B, T, V)
         self._check_finite(out, "logits")
         return out[0] if squeeze else out
+
+    def _logits_rows(self, batch: np.ndarray, slot: int, out: np.ndarray) -> None:
+        B, T = batch.shape
+        h2 = self._hidden(batch, slot=slot).reshape(B * T, -1)  # (N, C)
+        np.matmul(h2, self._w_u.T, out=out.reshape(B * T, -1))
 
     @_quiet
     def unembed(self, resid) -> np.ndarray:
