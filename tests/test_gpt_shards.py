@@ -1,5 +1,6 @@
-"""Batch sharding of the GPT over threads (seqprob/_parallel.py run_tasks, GPT._sharded,
-backward.loss_and_grads): same numbers as one thread, BLAS setting restored, errors propagate."""
+"""The GPT over several threads (seqprob/_parallel.py run_tasks, GPT._forward_rows, the stage
+split of seqprob/gpt/stages.py, backward.loss_and_grads): same numbers as one thread, BLAS
+setting restored, errors propagate."""
 import os
 
 import numpy as np
@@ -8,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqprob import _parallel
-from seqprob.gpt import GPT, GPTConfig, backward
+from seqprob.gpt import GPT, GPTConfig, backward, stages
 from seqprob.gpt import model as gpt_model
 from budget import examples
 from test_gpt_arch import arch_model, archs
@@ -18,6 +19,7 @@ def shard_everything(monkeypatch):
     """Shard even the tiny test models; restore the thread count afterwards."""
     monkeypatch.setattr(gpt_model, "MIN_SHARD_WORK", 1)
     monkeypatch.setattr(backward, "MIN_SHARD_WORK", 1)
+    monkeypatch.setattr(gpt_model, "MIN_STAGE_ROWS", 1)
     yield
     _parallel.set_num_threads(None)
 
@@ -116,39 +118,80 @@ def test_dropout_with_an_rng_keeps_the_unsharded_path(shard_calls):
 def test_blas_threads_are_restored_after_a_sharded_pass(shard_calls):
     model = GPT(GPTConfig(vocab_size=13, block_size=8, n_layer=1, n_head=2, n_embd=8))
     seen = []
-    real = model._logprobs_rows
-    model._logprobs_rows = lambda *args: (seen.append(blas_threads()), real(*args))[1]
+    real = model._pick_logprobs
+    model._pick_logprobs = lambda *args: (seen.append(blas_threads()), real(*args))[1]
     _parallel.set_num_threads(2)
     with _parallel.blas_controller().limit(limits=3):  # the user's setting
-        model.logprobs(np.zeros((2, 8), int))
+        model.token_logprobs(np.zeros((2, 8), int))  # two sequences: a shard each
+        model.token_logprobs(np.zeros((1, 8), int))  # one sequence: the stage split
         model.loss_and_grads(np.zeros((2, 9), int))
         assert set(blas_threads()) == {3}
-    assert shard_calls == [2, 2]
+    assert shard_calls == [2, 2, 2]
     assert seen and all(set(s) == {1} for s in seen)  # one BLAS thread inside the shards
 
 
-@pytest.mark.parametrize("where", ["forward", "training"])
+@pytest.mark.parametrize("where", ["batch", "stages", "training"])
 def test_an_error_in_a_shard_reaches_the_caller_and_blas_is_restored(monkeypatch, where):
-    model = GPT(GPTConfig(vocab_size=13, block_size=8, n_layer=1, n_head=2, n_embd=8))
+    model = GPT(GPTConfig(vocab_size=13, block_size=8, n_layer=2, n_head=2, n_embd=8))
     before = blas_threads()
 
-    def failing_on_3_rows(real):
+    def failing_on(real, arg, size):
         def run(*args):
-            if len(args[1 if where == "training" else 0]) == 3:
+            if len(args[arg]) == size:
                 raise ValueError("shard failed")
             return real(*args)
         return run
 
-    if where == "forward":
-        model._logprobs_rows = failing_on_3_rows(model._logprobs_rows)
-        call = lambda: model.logprobs(np.zeros((5, 8), int))  # shards of 2 and 3 rows
+    if where == "batch":  # shards of 2 and 3 sequences of 7 inputs: 14 and 21 rows
+        model._pick_logprobs = failing_on(model._pick_logprobs, 0, 21)
+        call = lambda: model.token_logprobs(np.zeros((5, 8), int))
+    elif where == "stages":  # rows 0-2 and 3-6: the second thread fails, the first waits at a barrier
+        monkeypatch.setattr(stages, "_rows_after_attention", lambda *a: 1 / 0 if a[4] == 3 else None)
+        call = lambda: model.token_logprobs(np.zeros((1, 7), int))
     else:
-        monkeypatch.setattr(backward, "_forward_backward", failing_on_3_rows(backward._forward_backward))
+        monkeypatch.setattr(backward, "_forward_backward", failing_on(backward._forward_backward, 1, 3))
         call = lambda: model.loss_and_grads(np.zeros((5, 9), int))
     _parallel.set_num_threads(2)
-    with pytest.raises(ValueError, match="shard failed"):
+    with pytest.raises(ZeroDivisionError if where == "stages" else ValueError):
         call()
     assert blas_threads() == before
+
+
+@settings(max_examples=examples(25), deadline=None)
+@given(a=archs, T=st.integers(2, 6), threads=st.integers(2, 3), q_block=st.sampled_from([1, 2, 128]))
+def test_stage_split_of_one_sequence_equals_one_thread(a, T, threads, q_block):
+    """Attention split over key/value heads (kv >= threads) or query rows (kv < threads)."""
+    model = arch_model(a)
+    ids = np.random.default_rng(a["seed"]).integers(0, 11, size=(1, T))
+    one = forward_outputs(model, ids, 1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(stages, "Q_BLOCK", q_block)
+        many = forward_outputs(model, ids, threads)
+    for x, y in zip(one, many):
+        np.testing.assert_allclose(y, x, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kv_heads", [1, 4])
+def test_stage_split_is_bit_identical_on_a_real_shape(shard_calls, kv_heads):
+    cfg = GPTConfig.preset("llama-small", vocab_size=64, block_size=300, n_layer=2, n_head=4,
+                           n_kv_head=kv_heads, n_embd=32, mlp_hidden=48)  # float32, rotary, SwiGLU
+    model = GPT(cfg, seed=3)
+    ids = np.random.default_rng(0).integers(0, 64, size=(1, 300))  # query rows split at 256
+    one = forward_outputs(model, ids, 1)
+    many = forward_outputs(model, ids, 2)
+    assert shard_calls == [2, 2, 2]
+    for x, y in zip(one, many):
+        np.testing.assert_array_equal(y, x)
+
+
+def test_attention_parts_cover_heads_or_rows_once():
+    cfg = GPTConfig(vocab_size=5, block_size=1024, n_layer=1, n_head=4, n_embd=8)
+    assert stages._attention_parts(cfg, 1024, 2) == [("heads", 0, 2), ("heads", 2, 4)]
+    parts = stages._attention_parts(cfg, 1024, 8)  # fewer heads than threads: query rows
+    assert [p[0] for p in parts] == ["rows"] * 8
+    assert parts[0][1] == 0 and parts[-1][2] == 1024
+    assert all(p[2] == q[1] and p[2] % 128 == 0 for p, q in zip(parts, parts[1:]))
+    assert parts[0][2] - parts[0][1] > parts[-1][2] - parts[-1][1]  # early rows are cheaper
 
 
 def test_without_openblas_the_per_op_path_runs(monkeypatch, shard_calls):

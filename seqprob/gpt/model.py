@@ -18,7 +18,7 @@ from .. import _parallel, nn
 from ..base import BaseLanguageModel
 from ..errors import ContextLengthError, InputError
 from ..vocab import Vocab, check_ids
-from . import backward, decode
+from . import backward, decode, stages
 from .block import block_forward, make_workspace, norm_forward
 from .config import GPTConfig
 from .decode import GPTState
@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 MIN_SHARD_WORK = 1 << 16  # elements of the (rows, n_embd) stream per shard below which the
 # per-op path runs (a shard hand-off and its own workspace do not pay for a small batch)
+MIN_STAGE_ROWS = 128  # one sequence shorter than this keeps the per-op path
 
 
 def _quiet(method):
@@ -276,22 +277,32 @@ class GPT(BaseLanguageModel):
             self._workspaces[slot] = ((B, T), ws)
         return ws
 
-    def _sharded(self, fn, batch: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """``fn(rows, slot, out[rows])`` on the whole batch, or on one shard of batch rows per
-        thread at once (BLAS on one thread meanwhile, each shard with its own workspace).
+    def _forward_rows(self, ids: np.ndarray, head) -> None:
+        """The forward of ids (B, T); ``head(h2, lo, hi)`` gets the final-norm rows
+        h2 (hi - lo, C) of flat rows [lo, hi) of the B*T (the caller unembeds them).
 
-        Each row goes through the same operations either way: the results are the same.
+        With several threads and enough work: one shard of sequences per thread (BLAS on one
+        thread meanwhile, each shard with its own workspace), or for one sequence the stage
+        split of :mod:`seqprob.gpt.stages`. Each row goes through the same operations either
+        way: the results do not depend on the split.
         """
-        B, T = batch.shape
-        n = _parallel.shard_threads(B, B * T * self.config.n_embd, MIN_SHARD_WORK)
+        B, T = ids.shape
+        n = _parallel.shard_threads(B * T, B * T * self.config.n_embd, MIN_SHARD_WORK)
+        if n > 1 and B == 1 and T >= MIN_STAGE_ROWS:
+            return stages.hidden_by_stages(self, ids, n, head)
+        n = min(n, B)
         if n == 1:
-            fn(batch, 0, out)
-            return out
-        tasks = [functools.partial(fn, batch[lo:hi], slot, out[lo:hi])
-                 for slot, (lo, hi) in enumerate(_parallel.shard_bounds(B, n))]
+            head(self._hidden(ids).reshape(B * T, -1), 0, B * T)
+            return None
+
+        def shard(slot, b0, b1):
+            head(self._hidden(ids[b0:b1], slot=slot).reshape((b1 - b0) * T, -1), b0 * T, b1 * T)
+
+        tasks = [functools.partial(shard, slot, b0, b1)
+                 for slot, (b0, b1) in enumerate(_parallel.shard_bounds(B, n))]
         with _parallel.single_threaded_blas():
             _parallel.run_tasks(tasks)
-        return out
+        return None
 
     # ----------------------------------------------------------------- inference forward
     def _embed(self, ids: np.ndarray, pos: int = 0, out=None) -> np.ndarray:
@@ -331,30 +342,27 @@ class GPT(BaseLanguageModel):
 
     def _logprobs_window(self, batch: np.ndarray) -> np.ndarray:
         B, T = batch.shape
-        out = np.empty((B, T, self.config.vocab_size), dtype=self.dtype)
-        return self._sharded(self._logprobs_rows, batch, out)
-
-    def _logprobs_rows(self, batch: np.ndarray, slot: int, out: np.ndarray) -> None:
-        B, T = batch.shape
-        h = self._hidden(batch, slot=slot)
-        self._unembed_logprobs(h.reshape(B * T, -1), out.reshape(B * T, -1))
+        out = np.empty((B * T, self.config.vocab_size), dtype=self.dtype)
+        self._forward_rows(batch, lambda h2, lo, hi: self._unembed_logprobs(h2, out[lo:hi]))
+        return out.reshape(B, T, -1)
 
     def _token_logprobs_window(self, batch: np.ndarray) -> np.ndarray:
-        B, T = batch.shape[0], batch.shape[1] - 1
-        return self._sharded(self._token_logprobs_rows, batch, np.empty((B, T), dtype=self.dtype))
-
-    def _token_logprobs_rows(self, batch: np.ndarray, slot: int, out: np.ndarray,
-                             chunk: int | None = None) -> None:
-        """Rows are unembedded ``chunk`` at a time: 64 to 512 rows, at most 2^22 logits (the
-        GEMM is 1.6x faster at 256 rows than at 64 with V = 4096; the buffer stays 16 MiB)."""
         inputs, targets = batch[:, :-1], batch[:, 1:].reshape(-1)
         B, T = inputs.shape
+        out = np.empty(B * T, dtype=self.dtype)
+        self._forward_rows(inputs, lambda h2, lo, hi: self._pick_logprobs(h2, targets[lo:hi], out[lo:hi]))
+        return out.reshape(B, T)
+
+    def _pick_logprobs(self, h2: np.ndarray, targets: np.ndarray, out: np.ndarray,
+                       chunk: int | None = None) -> None:
+        """out[i] = log-softmax(h2[i] W_Uᵀ)[targets[i]], rows unembedded ``chunk`` at a time:
+        64 to 512 rows, at most 2^22 logits (the GEMM is 1.6x faster at 256 rows than at 64
+        with V = 4096; the buffer stays 16 MiB)."""
+        N = len(h2)
         chunk = chunk or min(512, max(64, 2 ** 22 // self.config.vocab_size))
-        h2 = self._hidden(inputs, slot=slot).reshape(B * T, -1)  # (N, C)
-        out = out.reshape(B * T)
-        tmp = np.empty((min(chunk, B * T), self.config.vocab_size), dtype=self.dtype)
+        tmp = np.empty((min(chunk, N), self.config.vocab_size), dtype=self.dtype)
         w_u = self._w_u
-        for i in range(0, B * T, chunk):
+        for i in range(0, N, chunk):
             rows = np.matmul(h2[i:i + chunk], w_u.T, out=tmp[:len(h2[i:i + chunk])])  # (n, V)
             nn.log_softmax_inplace(rows)
             out[i:i + chunk] = rows[np.arange(len(rows)), targets[i:i + chunk]]
@@ -471,15 +479,11 @@ class GPT(BaseLanguageModel):
         batch, squeeze = self._validate(ids)
         B, T = batch.shape
         self._check_T(T)
-        out = np.empty((B, T, self.config.vocab_size), dtype=self.dtype)
-        self._sharded(self._logits_rows, batch, out)  # (B, T, V)
+        out = np.empty((B * T, self.config.vocab_size), dtype=self.dtype)
+        self._forward_rows(batch, lambda h2, lo, hi: np.matmul(h2, self._w_u.T, out=out[lo:hi]))
+        out = out.reshape(B, T, -1)  # (B, T, V)
         self._check_finite(out, "logits")
         return out[0] if squeeze else out
-
-    def _logits_rows(self, batch: np.ndarray, slot: int, out: np.ndarray) -> None:
-        B, T = batch.shape
-        h2 = self._hidden(batch, slot=slot).reshape(B * T, -1)  # (N, C)
-        np.matmul(h2, self._w_u.T, out=out.reshape(B * T, -1))
 
     @_quiet
     def unembed(self, resid) -> np.ndarray:
