@@ -17,6 +17,11 @@ OpenBLAS called from two threads at once, each wanting its own worker threads, w
 20x slower than one call on BLAS's threads. The kernels keep their GEMMs in the calling
 thread and hand only ufunc / reduction work to the pool.
 
+Whole passes can instead be split once (:func:`run_tasks`): each thread runs its share of a
+forward or training step, BLAS included, under :func:`single_threaded_blas` (threadpoolctl
+limits OpenBLAS to one thread and restores the user's setting afterwards); the per-op splits
+inside the tasks then run inline. See ``docs/performance.md``.
+
 Examples
 --------
 >>> import numpy as np
