@@ -17,6 +17,11 @@ OpenBLAS called from two threads at once, each wanting its own worker threads, w
 20x slower than one call on BLAS's threads. The kernels keep their GEMMs in the calling
 thread and hand only ufunc / reduction work to the pool.
 
+Whole passes can instead be split once (:func:`run_tasks`): each thread runs its share of a
+forward or training step, BLAS included, under :func:`single_threaded_blas` (threadpoolctl
+limits OpenBLAS to one thread and restores the user's setting afterwards); the per-op splits
+inside the tasks then run inline. See ``docs/performance.md``.
+
 Examples
 --------
 >>> import numpy as np
@@ -30,10 +35,12 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import contextmanager
 
 from .errors import InputError
 
-__all__ = ["num_threads", "set_num_threads", "for_row_blocks"]
+__all__ = ["num_threads", "set_num_threads", "for_row_blocks", "run_tasks", "blas_controller",
+           "single_threaded_blas", "shard_threads", "shard_bounds"]
 
 MIN_WORK = 1 << 15  # elements per thread below which a split does not pay
 _ENV_VARS = ("SEQPROB_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -102,5 +109,87 @@ def for_row_blocks(fn, n_rows: int, work: int, min_work: int | None = None) -> l
     try:
         first = _worker(fn, bounds[0], bounds[1])
     finally:  # never return (or raise) while a worker may still write into the arrays
+        wait(futures)
+    return [first] + [f.result() for f in futures]
+
+
+# ----------------------------------------------------------------------------- whole-pass sharding
+# A forward (or forward + backward) pass over a batch can instead be split once, by batch rows:
+# each thread runs the whole pass on its shard with BLAS on one thread and the per-op splitting
+# above inline. One fork/join per pass instead of one per op, and every op runs in parallel.
+
+_blas = {"controller": None, "pid": None}
+
+
+def blas_controller():
+    """The threadpoolctl controller of the loaded OpenBLAS libraries, or None.
+
+    None when threadpoolctl is not installed or numpy's BLAS is not OpenBLAS (then the
+    callers keep the per-op path, which never changes BLAS settings). Made once per process:
+    threadpoolctl's scan of the loaded libraries costs milliseconds.
+    """
+    if _blas["pid"] != os.getpid():
+        _blas["controller"], _blas["pid"] = _find_openblas(), os.getpid()
+    return _blas["controller"]
+
+
+def _find_openblas():
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+        return None
+    import numpy  # noqa: F401  (its BLAS must be loaded to be found)
+    controller = ThreadpoolController().select(internal_api="openblas")
+    return controller if controller.lib_controllers else None
+
+
+@contextmanager
+def single_threaded_blas():
+    """BLAS limited to one thread inside the block; the previous setting restored on exit
+    (also on an exception). Requires :func:`blas_controller` to be non-None."""
+    with blas_controller().limit(limits=1):
+        yield
+
+
+def shard_threads(n_items: int, work: int, min_work: int) -> int:
+    """How many shards a pass over ``n_items`` independent items should use: the thread
+    count, at most one per item and per ``min_work`` of ``work``; 1 (no sharding) inside a
+    pool worker or when BLAS threads cannot be controlled."""
+    n = min(num_threads(), n_items, work // max(min_work, 1))
+    if n <= 1 or getattr(_local, "inside", False) or blas_controller() is None:
+        return 1
+    return n
+
+
+def shard_bounds(n_items: int, n_shards: int) -> list[tuple[int, int]]:
+    """Contiguous ``(lo, hi)`` ranges of nearly equal size covering ``range(n_items)``."""
+    bounds = [n_items * i // n_shards for i in range(n_shards + 1)]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def _inline(task):
+    previous = getattr(_local, "inside", False)
+    _local.inside = True  # nested for_row_blocks calls run in this thread
+    try:
+        return task()
+    finally:
+        _local.inside = previous
+
+
+def run_tasks(tasks) -> list:
+    """Run the zero-argument callables ``tasks`` at once, the first in the calling thread and
+    the others in the pool, each with the per-op splitting inline; their results in order.
+
+    Returns only after every task has finished; the first exception (in task order) is then
+    raised. Call it under :func:`single_threaded_blas` when the tasks use BLAS.
+    """
+    tasks = list(tasks)
+    if len(tasks) == 1:
+        return [_inline(tasks[0])]
+    pool = _pool(len(tasks) - 1)
+    futures = [pool.submit(_inline, task) for task in tasks[1:]]
+    try:
+        first = _inline(tasks[0])
+    finally:  # never return (or raise) while a worker may still write into shared arrays
         wait(futures)
     return [first] + [f.result() for f in futures]

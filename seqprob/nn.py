@@ -428,16 +428,18 @@ def cross_entropy_backward(cache, inplace=False):
     return grad
 
 
-def cross_entropy_fused(logits, targets, mask=None, chunk=128):
+def cross_entropy_fused(logits, targets, mask=None, chunk=128, count=None):
     """Loss and gradient of :func:`cross_entropy_forward` in one pass over row chunks.
 
     Overwrites ``logits`` (N, V) with dloss/dlogits (no second (N, V) buffer, each chunk
     stays in cache; the chunks are spread over the thread pool). Returns ``(loss, grad)``;
     same values as the forward/backward pair, the loss summed over the chunks in order.
+    ``count`` replaces the number of counted rows as the divisor (a shard of a larger batch
+    passes the whole batch's count, so that the shards' losses and gradients add up).
     """
     N = len(targets)
     w = np.ones(N, dtype=logits.dtype) if mask is None else mask.astype(logits.dtype)
-    w /= max(float(w.sum()), 1.0)
+    w /= max(float(w.sum()), 1.0) if count is None else count
     starts = list(range(0, N, chunk))
 
     def chunks(lo, hi):

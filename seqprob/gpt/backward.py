@@ -6,23 +6,87 @@ gradient buffer (``model.flat_grads_``).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from .. import nn
+from .. import _parallel, nn
 from ..errors import InputError
 from ..vocab import check_ids
 from .block import block_backward, block_forward, norm_backward, norm_forward
+from .params import FlatParams, block_shapes, param_shapes
 
 __all__ = ["loss_and_grads", "check_train_batch"]
 
 
+MIN_SHARD_WORK = 1 << 16  # elements of the (rows, n_embd) stream per shard below which one
+# thread does the whole step (a hand-off and the gradient reduction cost more than they save)
+
+
 def loss_and_grads(model, batch, mask=None, rng=None):
-    """Loss and gradients of :meth:`GPT.loss_and_grads` (see there)."""
+    """Loss and gradients of :meth:`GPT.loss_and_grads` (see there).
+
+    With several threads (:func:`seqprob._parallel.num_threads`), no dropout and OpenBLAS
+    under threadpoolctl, the batch rows are split into one shard per thread: each shard runs
+    forward and backward into its own gradient buffer (BLAS on one thread), then the buffers
+    are summed into ``model.flat_grads_``. Every shard weights its targets by 1 / (number of
+    counted targets in the *whole* batch), so the sum is the gradient of the batch mean.
+
+    Notes
+    -----
+    Sharded and unsharded steps agree to rounding: the sums over the batch (weight
+    gradients, the loss) are grouped by shard, so float32 results depend on the shard count
+    in the last bits (float64: ~1e-15 relative).
+    """
     batch, mask = check_train_batch(model, batch, mask)
+    B, T = batch.shape[0], batch.shape[1] - 1
+    drop = rng if model.config.dropout > 0 else None
+    total = float(B * T) if mask is None else max(float(np.count_nonzero(mask)), 1.0)
+    g = model._gflat.arrays
+    n = 1 if drop is not None else _parallel.shard_threads(B, B * T * model.config.n_embd,
+                                                           MIN_SHARD_WORK)
+    if n == 1:
+        return _forward_backward(model, batch, mask, total, g, model._block_grads, drop), g
+    buffers = [(model._gflat, model._block_grads)] + _extra_grad_buffers(model, n - 1)
+    masks = None if mask is None else mask.reshape(B, T)
+    tasks = [functools.partial(_forward_backward, model, batch[lo:hi],
+                               None if masks is None else masks[lo:hi].reshape(-1), total,
+                               flat.arrays, block_grads, None)
+             for (lo, hi), (flat, block_grads) in zip(_parallel.shard_bounds(B, n), buffers)]
+    with _parallel.single_threaded_blas():
+        losses = _parallel.run_tasks(tasks)
+    _sum_into(model._gflat.flat, [flat.flat for flat, _ in buffers[1:]])
+    return float(sum(losses)), g
+
+
+def _extra_grad_buffers(model, count: int) -> list:
+    """``count`` gradient buffers laid out like ``model.flat_grads_`` (kept for reuse), each
+    with its per-block dicts: ``[(FlatParams, [block dict, ...]), ...]``."""
+    cfg = model.config
+    buffers = model.__dict__.setdefault("_shard_grads", [])
+    while len(buffers) < count:
+        flat = FlatParams(param_shapes(cfg), model.dtype)
+        keys = list(block_shapes(cfg))
+        blocks = [{k: flat.arrays[f"h.{i}.{k}"] for k in keys} for i in range(cfg.n_layer)]
+        buffers.append((flat, blocks))
+    return buffers[:count]
+
+
+def _sum_into(out, others) -> None:
+    """out += each of ``others`` (1-D, same size), in blocks over the thread pool."""
+    def add(lo, hi):
+        for other in others:
+            np.add(out[lo:hi], other[lo:hi], out=out[lo:hi])
+
+    _parallel.for_row_blocks(add, out.size, out.size * len(others))
+
+
+def _forward_backward(model, batch, mask, total, g, block_grads, drop):
+    """Forward and backward of the (b, T+1) ``batch`` (targets weighted 1 / ``total``): the
+    gradients are written into ``g`` / ``block_grads``; returns this batch's share of the loss."""
     inputs, targets = batch[:, :-1], batch[:, 1:]
     B, T = inputs.shape
-    cfg, p, g = model.config, model.params, model._gflat.arrays
-    drop = rng if cfg.dropout > 0 else None
+    cfg, p = model.config, model.params
     x, emb_cache = nn.embedding_forward(inputs, p["wte"])  # (B, T, C)
     if "wpe" in p:
         x += p["wpe"][:T]
@@ -35,11 +99,11 @@ def loss_and_grads(model, batch, mask=None, rng=None):
     h2 = hf.reshape(B * T, -1)  # (N, C)
     w_u = model._w_u
     logits = np.matmul(h2, w_u.T)  # (N, V)
-    loss, dlogits = nn.cross_entropy_fused(logits, targets.reshape(-1), mask)  # (N, V) in place
+    loss, dlogits = nn.cross_entropy_fused(logits, targets.reshape(-1), mask, count=total)  # in place
     np.matmul(dlogits.T, h2, out=g["wte"] if cfg.tie_weights else g["lm_head.w"])
     dx = norm_backward((dlogits @ w_u).reshape(B, T, -1), ln_cache, g, "ln_f", cfg)
     for layer in reversed(range(cfg.n_layer)):
-        dx = block_backward(dx, caches.pop(), model._block_grads[layer], cfg, model._rope)
+        dx = block_backward(dx, caches.pop(), block_grads[layer], cfg, model._rope)
     dx = nn.dropout_backward(dx, d0)
     if "wpe" in g:
         np.sum(dx, axis=0, out=g["wpe"][:T])
@@ -47,7 +111,7 @@ def loss_and_grads(model, batch, mask=None, rng=None):
     if not cfg.tie_weights:
         g["wte"][...] = 0.0
     nn.embedding_backward(dx, emb_cache, out=g["wte"])
-    return loss, g
+    return loss
 
 
 def check_train_batch(model, batch, mask):

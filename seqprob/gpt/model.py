@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import nn
+from .. import _parallel, nn
 from ..base import BaseLanguageModel
 from ..errors import ContextLengthError, InputError
 from ..vocab import Vocab, check_ids
-from . import backward, decode
+from . import backward, decode, stages
 from .block import block_forward, make_workspace, norm_forward
 from .config import GPTConfig
 from .decode import GPTState
@@ -28,6 +28,10 @@ from .rope import rope_tables
 __all__ = ["GPT", "GPTState", "ActivationCache"]
 
 log = logging.getLogger(__name__)
+
+MIN_SHARD_WORK = 1 << 16  # elements of the (rows, n_embd) stream per shard below which the
+# per-op path runs (a shard hand-off and its own workspace do not pay for a small batch)
+MIN_STAGE_ROWS = 128  # one sequence shorter than this keeps the per-op path
 
 
 def _quiet(method):
@@ -122,7 +126,7 @@ class GPT(BaseLanguageModel):
         self.vocab_ = self._default_vocab(bos_id, eos_id) if vocab is None else self._check_vocab(vocab)
         if tokenizer is not None:
             self.tokenizer = tokenizer
-        self._ws_key, self._ws = None, None
+        self._workspaces = {}  # slot (0, or the shard index) -> ((B, T), buffers)
 
     # ----------------------------------------------------------------- parameters, vocab
     @property
@@ -264,13 +268,41 @@ class GPT(BaseLanguageModel):
                                  f"index {idx}: the model weights are corrupt", name=name, index=idx)
         raise InputError(f"{what} contain NaN or inf although every parameter is finite (overflow?)")
 
-    def _workspace(self, B: int, T: int) -> dict:
-        key = (B, T)
-        if self._ws_key != key:
-            self._ws = make_workspace(self.config, B, T, self.dtype)
-            self._ws["x"] = np.empty((B, T, self.config.n_embd), self.dtype)
-            self._ws_key = key
-        return self._ws
+    def _workspace(self, B: int, T: int, slot: int = 0) -> dict:
+        """Reused inference buffers for (B, T); each shard of a sharded pass has its slot."""
+        key, ws = self._workspaces.get(slot, (None, None))
+        if key != (B, T):
+            ws = make_workspace(self.config, B, T, self.dtype)
+            ws["x"] = np.empty((B, T, self.config.n_embd), self.dtype)
+            self._workspaces[slot] = ((B, T), ws)
+        return ws
+
+    def _forward_rows(self, ids: np.ndarray, head) -> None:
+        """The forward of ids (B, T); ``head(h2, lo, hi)`` gets the final-norm rows
+        h2 (hi - lo, C) of flat rows [lo, hi) of the B*T (the caller unembeds them).
+
+        With several threads and enough work: one shard of sequences per thread (BLAS on one
+        thread meanwhile, each shard with its own workspace), or for one sequence the stage
+        split of :mod:`seqprob.gpt.stages`. Each row goes through the same operations either
+        way: the results do not depend on the split.
+        """
+        B, T = ids.shape
+        n = _parallel.shard_threads(B * T, B * T * self.config.n_embd, MIN_SHARD_WORK)
+        if n > 1 and B == 1 and T >= MIN_STAGE_ROWS:
+            return stages.hidden_by_stages(self, ids, n, head)
+        n = min(n, B)
+        if n == 1:
+            head(self._hidden(ids).reshape(B * T, -1), 0, B * T)
+            return None
+
+        def shard(slot, b0, b1):
+            head(self._hidden(ids[b0:b1], slot=slot).reshape((b1 - b0) * T, -1), b0 * T, b1 * T)
+
+        tasks = [functools.partial(shard, slot, b0, b1)
+                 for slot, (b0, b1) in enumerate(_parallel.shard_bounds(B, n))]
+        with _parallel.single_threaded_blas():
+            _parallel.run_tasks(tasks)
+        return None
 
     # ----------------------------------------------------------------- inference forward
     def _embed(self, ids: np.ndarray, pos: int = 0, out=None) -> np.ndarray:
@@ -280,15 +312,16 @@ class GPT(BaseLanguageModel):
             x += self.params["wpe"][pos:pos + ids.shape[1]]
         return x
 
-    def _hidden(self, ids: np.ndarray, kv=None, attn=None, resid=None) -> np.ndarray:
+    def _hidden(self, ids: np.ndarray, kv=None, attn=None, resid=None, slot: int = 0) -> np.ndarray:
         """ln_f(x) of validated ids (B, T <= block) -> (B, T, C), a view of a reused buffer.
 
         ``kv`` (a decoding cache, B = 1) receives the keys/values; ``attn`` (B, L, H, T, T)
-        and ``resid`` (B, L+1, T, C) receive the attention patterns and the residual stream.
+        and ``resid`` (B, L+1, T, C) receive the attention patterns and the residual stream;
+        ``slot`` picks the workspace (one per shard of a sharded pass).
         """
         cfg = self.config
         B, T = ids.shape
-        ws = self._workspace(B, T)
+        ws = self._workspace(B, T, slot)
         x = self._embed(ids, out=ws["x"])
         if resid is not None:
             resid[:, 0] = x
@@ -309,26 +342,30 @@ class GPT(BaseLanguageModel):
 
     def _logprobs_window(self, batch: np.ndarray) -> np.ndarray:
         B, T = batch.shape
-        out = np.empty((B, T, self.config.vocab_size), dtype=self.dtype)
-        h = self._hidden(batch)
-        self._unembed_logprobs(h.reshape(B * T, -1), out.reshape(B * T, -1))
-        return out
+        out = np.empty((B * T, self.config.vocab_size), dtype=self.dtype)
+        self._forward_rows(batch, lambda h2, lo, hi: self._unembed_logprobs(h2, out[lo:hi]))
+        return out.reshape(B, T, -1)
 
-    def _token_logprobs_window(self, batch: np.ndarray, chunk: int | None = None) -> np.ndarray:
-        """Rows are unembedded ``chunk`` at a time: 64 to 512 rows, at most 2^22 logits (the
-        GEMM is 1.6x faster at 256 rows than at 64 with V = 4096; the buffer stays 16 MiB)."""
+    def _token_logprobs_window(self, batch: np.ndarray) -> np.ndarray:
         inputs, targets = batch[:, :-1], batch[:, 1:].reshape(-1)
         B, T = inputs.shape
-        chunk = chunk or min(512, max(64, 2 ** 22 // self.config.vocab_size))
-        h2 = self._hidden(inputs).reshape(B * T, -1)  # (N, C)
         out = np.empty(B * T, dtype=self.dtype)
-        tmp = np.empty((min(chunk, B * T), self.config.vocab_size), dtype=self.dtype)
+        self._forward_rows(inputs, lambda h2, lo, hi: self._pick_logprobs(h2, targets[lo:hi], out[lo:hi]))
+        return out.reshape(B, T)
+
+    def _pick_logprobs(self, h2: np.ndarray, targets: np.ndarray, out: np.ndarray,
+                       chunk: int | None = None) -> None:
+        """out[i] = log-softmax(h2[i] W_Uᵀ)[targets[i]], rows unembedded ``chunk`` at a time:
+        64 to 512 rows, at most 2^22 logits (the GEMM is 1.6x faster at 256 rows than at 64
+        with V = 4096; the buffer stays 16 MiB)."""
+        N = len(h2)
+        chunk = chunk or min(512, max(64, 2 ** 22 // self.config.vocab_size))
+        tmp = np.empty((min(chunk, N), self.config.vocab_size), dtype=self.dtype)
         w_u = self._w_u
-        for i in range(0, B * T, chunk):
+        for i in range(0, N, chunk):
             rows = np.matmul(h2[i:i + chunk], w_u.T, out=tmp[:len(h2[i:i + chunk])])  # (n, V)
             nn.log_softmax_inplace(rows)
             out[i:i + chunk] = rows[np.arange(len(rows)), targets[i:i + chunk]]
-        return out.reshape(B, T)
 
     # ----------------------------------------------------------------- public scoring API
     @_quiet
@@ -442,8 +479,9 @@ class GPT(BaseLanguageModel):
         batch, squeeze = self._validate(ids)
         B, T = batch.shape
         self._check_T(T)
-        h2 = self._hidden(batch).reshape(B * T, -1)
-        out = np.matmul(h2, self._w_u.T).reshape(B, T, -1)  # (B, T, V)
+        out = np.empty((B * T, self.config.vocab_size), dtype=self.dtype)
+        self._forward_rows(batch, lambda h2, lo, hi: np.matmul(h2, self._w_u.T, out=out[lo:hi]))
+        out = out.reshape(B, T, -1)  # (B, T, V)
         self._check_finite(out, "logits")
         return out[0] if squeeze else out
 
