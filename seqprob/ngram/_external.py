@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import _parallel
 from ..counts import NGramCounts, count_stream, padded_stream
 from ..errors import InputError, MemoryBudgetError, SeqProbFileError
 
@@ -181,20 +182,38 @@ def save_run(counts: NGramCounts, index: int, spill: SpillDir) -> Run:
 
 
 def count_runs(chunks, order: int, bos_id: int, eos_id: int, spill: SpillDir):
-    """Count every chunk and spill it; returns (runs, unigram counts, sentences, tokens)."""
+    """Count every chunk and spill it; returns (runs, unigram counts, sentences, tokens).
+
+    With two threads or more (:func:`seqprob._parallel.num_threads`), a chunk is counted and
+    written in a pool thread while the calling thread reads and encodes the next one (one
+    chunk in flight: the memory of two chunks, one as text, one as integer tables).
+    """
+    items = ((flat, lengths, i) for i, (flat, lengths) in enumerate(_nonempty(chunks)))
     runs, unigram, n_sent, n_tok = [], np.zeros(0, dtype=np.int64), 0, 0
+    for run, chunk_unigram, sentences, tokens in _parallel.map_ordered(
+            lambda item: _count_run(*item, order, bos_id, eos_id, spill), items, ahead=1):
+        unigram = _add_padded(unigram, chunk_unigram)
+        n_sent, n_tok = n_sent + sentences, n_tok + tokens
+        runs.append(run)
+    return runs, unigram, n_sent, n_tok
+
+
+def _nonempty(chunks):
     for flat, lengths in chunks:
         lengths = np.asarray(lengths, dtype=np.int64)
-        if len(lengths) == 0:
-            continue
-        stream, seg = padded_stream(np.asarray(flat, dtype=np.int64), lengths, bos_id, eos_id)
-        c = count_stream(stream, seg, order, int(max(stream.max(), bos_id, eos_id)) + 1)
-        del stream, seg
-        unigram = _add_padded(unigram, c.counts[0])
-        n_sent, n_tok = n_sent + c.n_sentences, n_tok + c.n_tokens
-        runs.append(save_run(c, len(runs), spill))
-        log.debug("spilled run %d: n-grams %s", len(runs) - 1, c.sizes())
-    return runs, unigram, n_sent, n_tok
+        if len(lengths):
+            yield flat, lengths
+
+
+def _count_run(flat, lengths: np.ndarray, index: int, order: int, bos_id: int, eos_id: int,
+               spill: SpillDir) -> tuple:
+    """Count one chunk and spill it as run ``index``: (run, unigram counts, sentences, tokens)."""
+    stream, seg = padded_stream(np.asarray(flat, dtype=np.int64), lengths, bos_id, eos_id)
+    c = count_stream(stream, seg, order, int(max(stream.max(), bos_id, eos_id)) + 1)
+    del stream, seg
+    run = save_run(c, index, spill)
+    log.debug("spilled run %d: n-grams %s", index, c.sizes())
+    return run, c.counts[0], c.n_sentences, c.n_tokens
 
 
 def _add_padded(total: np.ndarray, part: np.ndarray) -> np.ndarray:
