@@ -138,6 +138,28 @@ def test_text_to_arpa_without_the_model_is_byte_identical(order, quirk, train, t
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.arpa", "b.arpa"]
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+def test_threads_change_nothing_in_the_file(threads, train, tmp_path, runs_seen, monkeypatch):
+    """Chunks counted in a pool thread while the next is read, ARPA blocks formatted on
+    several threads: the same bytes as the in-memory path at any thread count."""
+    from seqprob import _parallel
+    from seqprob.ngram import _stream_mkn
+
+    ref = _arpa(ModifiedKneserNey(order=4).fit(train), tmp_path / "a.arpa")
+    section = _stream_mkn.write_section
+    monkeypatch.setattr(_stream_mkn, "write_section",  # several blocks in every section
+                        lambda *a, **k: section(*a, **{**k, "block_rows": 501}))
+    _parallel.set_num_threads(threads)
+    try:
+        fit_mkn_arpa(ModifiedKneserNey(order=4), train, tmp_path / "b.arpa", memory="1M",
+                     temp_dir=tmp_path)
+    finally:
+        _parallel.set_num_threads(None)
+    assert runs_seen[-1] >= 4
+    assert (tmp_path / "b.arpa").read_bytes() == ref
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.arpa", "b.arpa"]
+
+
 def test_text_to_arpa_refuses_pruning(tmp_path):
     model = ModifiedKneserNey(order=2)
     model.prune = (0, 1)  # lmplz --prune: needs the whole tables, so the streamed path refuses it
