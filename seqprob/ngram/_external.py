@@ -338,7 +338,7 @@ def count_bounded(chunks, order: int, vocab_size, bos_id: int, eos_id: int, budg
     Notes
     -----
     Peak memory: one chunk while counting; ``k`` blocks while merging k runs, with
-    ``block = budget / (k * 192)`` rows each (8-byte key, count, suffix, inverse, sort space),
+    ``block = budget / (k * 384)`` rows each (8-byte key, count, suffix, inverse, sort space),
     plus the random-access row maps of the previous order (memory-mapped). The merged tables
     are the same for any chunking: :class:`NGramCounts` only depends on the n-gram set.
     """
@@ -348,7 +348,7 @@ def count_bounded(chunks, order: int, vocab_size, bos_id: int, eos_id: int, budg
     V = vocab_size() if callable(vocab_size) else int(vocab_size)
     if V < len(unigram):
         raise InputError(f"vocab_size {V} is smaller than the largest id seen + 1", value=V)
-    block = max(budget // (192 * len(runs)), 16)  # ~80 bytes a row: under half the budget
+    block = max(budget // (384 * len(runs)), 16)  # ~150 bytes a row at the peak: ~40% of the budget
     keys, counts, suffix = merge_runs(runs, order, V, block, spill)
     unigram = _add_padded(np.zeros(V, dtype=np.int64), unigram)
     return NGramCounts(order, V, [np.arange(V, dtype=np.int64)] + keys, [unigram] + counts,
