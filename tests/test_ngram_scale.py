@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqprob.arpa import write_arpa
-from seqprob.counts import count_sequences
+from seqprob.counts import count_ngrams, count_sequences
 from seqprob.errors import InputError, MemoryBudgetError, SeqProbFileError
 from seqprob.ngram import MLE, KneserNey, ModifiedKneserNey, WittenBell
 from seqprob.ngram import _external
@@ -44,6 +44,10 @@ def _cli_main():
         return importlib.import_module("seqprob.app.cli").main
     except ModuleNotFoundError:
         return importlib.import_module("seqprob.app.cli").main
+
+
+def count_ngrams_in_memory(chunks, order):
+    return count_ngrams(iter(chunks), order, 12, 1, 2)
 
 
 def _tiny_budget(order: int) -> int:
@@ -158,6 +162,21 @@ def test_threads_change_nothing_in_the_file(threads, train, tmp_path, runs_seen,
     assert runs_seen[-1] >= 4
     assert (tmp_path / "b.arpa").read_bytes() == ref
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.arpa", "b.arpa"]
+
+
+def test_merged_runs_are_deleted_once_their_order_is_merged(tmp_path):
+    """After the merge the spill folder holds the merged tables, not the runs as well."""
+    rng = np.random.default_rng(3)
+    chunks = [(rng.integers(3, 12, size=40), np.full(8, 5)) for _ in range(6)]  # 6 runs
+    with _external.SpillDir(tmp_path) as spill:
+        counts = _external.count_bounded(iter(chunks), 4, 12, 1, 2, 1 << 16, spill)
+        left = sorted(p.name for p in spill.path.iterdir())
+        assert left == sorted(f"merged.{w}{m}.bin" for w in ("keys", "counts", "suffix")
+                              for m in (2, 3, 4))
+        ref = count_ngrams_in_memory(chunks, 4)
+        for m in range(2, 5):
+            assert np.array_equal(counts.keys[m - 1], ref.keys[m - 1])
+            assert np.array_equal(counts.counts[m - 1], ref.counts[m - 1])
 
 
 def test_text_to_arpa_refuses_pruning(tmp_path):

@@ -317,7 +317,19 @@ def merge_runs(runs: list, order: int, vocab_size: int, block: int, spill: Spill
             store.append(np.asarray(np.memmap(names[w], dtype=np.int64, mode="r")) if size
                          else np.zeros(0, dtype=np.int64))
         log.debug("merged %d runs of %d-grams: %d distinct", len(runs), m, size)
+        _remove_merged(runs, m, order, spill)
     return keys, counts, suffix
+
+
+def _remove_merged(runs: list, m: int, order: int, spill: SpillDir) -> None:
+    """Delete what no later step reads once order m is merged: the runs' order-m tables, their
+    order-(m-1) row maps (and the order-N ones), so the spill folder holds about one copy of
+    the counts rather than two."""
+    names = [f"{w}{m}.npy" for w in ("keys", "counts", "suffix")] + [f"map{m - 1}.bin"]
+    names += [f"map{m}.bin"] if m == order else []
+    for run in runs:
+        for name in names:
+            spill.file(f"run{run.index}.{name}").unlink(missing_ok=True)
 
 
 def count_bounded(chunks, order: int, vocab_size, bos_id: int, eos_id: int, budget: int,
