@@ -7,10 +7,15 @@ file; time is wall clock, memory the peak RSS of that process (``os.wait4`` rusa
 Median (min-max) of ``--runs`` runs after one warm-up, the pair repeated ``--pairs`` times;
 ratio = lmplz time / seqprob time (above 1: seqprob is faster).
 
+Threads: lmplz always runs its pipeline of threads (it has no setting for it) on every core
+the process may use. seqprob gets the same cores through ``SEQPROB_NUM_THREADS`` (default:
+the cores of this process, ``--fit-threads`` to change): it counts a chunk while it reads the
+next and formats ARPA blocks on that many threads. Neither side uses BLAS here.
+
 Run (from the repository root):
     PYTHONPATH=. python benchmarks/bench_ngram_fit.py                  # order 5, 16M words, -S 1G
     PYTHONPATH=. python benchmarks/bench_ngram_fit.py --words 1000000 --runs 1 --pairs 1   # sanity
-    PYTHONPATH=. python benchmarks/bench_ngram_fit.py --big            # order 5, 100M words, -S 4G
+    PYTHONPATH=. python benchmarks/bench_ngram_fit.py --big            # order 5, 100M words, -S 4G, 1 run
 
 Targets (issue 10): order 5 on 16M words <= 1.0x lmplz's time and peak memory <= lmplz at the
 same -S; order 5 on 100M words completes under a 4 GB budget.
@@ -18,6 +23,7 @@ same -S; order 5 on 100M words completes under a 4 GB budget.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import os
 import shutil
@@ -25,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -47,12 +54,35 @@ def write_corpus(path: Path, words: int, block: int = 4_000_000) -> None:
             seed += 1
 
 
-def run_alone(cmd: list, env: dict) -> tuple:
+class SpillWatch(threading.Thread):
+    """Polls the size of seqprob's spill folders (``seqprob-ngram-*``) under ``folder``."""
+
+    def __init__(self, folder: Path):
+        super().__init__(daemon=True)
+        self.folder, self.peak, self.done = folder, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(1.0):
+            size = 0
+            for path in self.folder.glob("seqprob-ngram-*/*"):
+                with contextlib.suppress(OSError):
+                    size += path.stat().st_size
+            self.peak = max(self.peak, size)
+
+
+def run_alone(cmd: list, env: dict, watch: Path | None = None) -> tuple:
     """(wall seconds, peak RSS in MB) of one command in its own process."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    spill = SpillWatch(watch) if watch is not None else None
+    if spill is not None:
+        spill.start()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
+    if spill is not None:
+        spill.done.set()
+        spill.join()
+        print(f"  peak size of the spill folder: {spill.peak / 1e6:.0f} MB")
     err = proc.stderr.read().decode(errors="replace")
     proc.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
@@ -79,9 +109,11 @@ def find_lmplz(given: str | None) -> str | None:
     return found[0] if found else shutil.which("lmplz")
 
 
-def measure(name: str, cmd: list, env: dict, runs: int) -> dict:
-    run_alone(cmd, env)  # warm-up (page cache, imports)
-    times, peaks = zip(*(run_alone(cmd, env) for _ in range(runs)))
+def measure(name: str, cmd: list, env: dict, runs: int, warm_up: bool = True,
+            watch: Path | None = None) -> dict:
+    if warm_up:
+        run_alone(cmd, env)  # warm-up (page cache, imports)
+    times, peaks = zip(*(run_alone(cmd, env, watch) for _ in range(runs)))
     return {"name": name, "times": times, "peak": max(peaks)}
 
 
@@ -104,16 +136,21 @@ def main() -> None:
     ap.add_argument("--memory", default="1G", help="the -S budget of both tools")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--pairs", type=int, default=3)
-    ap.add_argument("--big", action="store_true", help="order 5, 100M words, -S 4G, one run")
+    ap.add_argument("--big", action="store_true",
+                    help="order 5, 100M words, -S 4G, one run without warm-up (completion, memory)")
     ap.add_argument("--in-memory", action="store_true", help="also time seqprob without -S")
     ap.add_argument("--lmplz", help="path of lmplz (default: the KenLM build in /work/bench)")
     ap.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP threads of both sides")
+    ap.add_argument("--fit-threads", type=int, default=len(os.sched_getaffinity(0)),
+                    help="SEQPROB_NUM_THREADS of the seqprob side (default: the cores lmplz's "
+                         "threads may use)")
     ap.add_argument("--workdir", help="where the corpus and outputs go (default: a temp dir)")
     args = ap.parse_args()
     if args.big:
         args.words, args.order, args.memory, args.runs, args.pairs = 100_000_000, 5, "4G", 1, 1
 
-    env = dict(os.environ, PYTHONPATH=str(ROOT), **{v: str(args.threads) for v in THREAD_VARS})
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **{v: str(args.threads) for v in THREAD_VARS},
+               SEQPROB_NUM_THREADS=str(args.fit_threads))
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-ngram-fit-"))
     work.mkdir(parents=True, exist_ok=True)
     corpus = work / f"zipf-markov-{args.words}.txt"
@@ -122,11 +159,15 @@ def main() -> None:
         write_corpus(corpus, args.words)
         print(f"wrote {corpus} ({corpus.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - t:.0f} s")
     lmplz = find_lmplz(args.lmplz)
-    print(f"order {args.order}, {args.words} words, budget -S {args.memory}, {args.threads} thread(s); "
-          f"{args.runs} run(s) after a warm-up, {args.pairs} pair(s)")
+    print(f"order {args.order}, {args.words} words, budget -S {args.memory}, {args.threads} BLAS "
+          f"thread(s), SEQPROB_NUM_THREADS={args.fit_threads} (lmplz: its own threads, "
+          f"{len(os.sched_getaffinity(0))} core(s)); {args.runs} run(s) "
+          f"{'without' if args.big else 'after'} a warm-up, "
+          f"{args.pairs} pair(s)")
     for pair in range(1, args.pairs + 1):
         sp = measure("seqprob -S " + args.memory,
-                     seqprob_cmd(corpus, work / "seqprob.arpa", args.order, args.memory, work), env, args.runs)
+                     seqprob_cmd(corpus, work / "seqprob.arpa", args.order, args.memory, work), env, args.runs,
+                     warm_up=not args.big, watch=work if args.big else None)
         print(f"pair {pair}: {fmt(sp)}   n-grams {ngram_header(work / 'seqprob.arpa')}")
         if args.in_memory:
             mem = measure("seqprob (in memory)",
@@ -136,7 +177,8 @@ def main() -> None:
             print("lmplz not found (build KenLM or pass --lmplz): seqprob side only")
             continue
         ref = measure("lmplz -S " + args.memory,
-                      lmplz_cmd(lmplz, corpus, work / "lmplz.arpa", args.order, args.memory, work), env, args.runs)
+                      lmplz_cmd(lmplz, corpus, work / "lmplz.arpa", args.order, args.memory, work), env, args.runs,
+                      warm_up=not args.big)
         print(f"pair {pair}: {fmt(ref)}   n-grams {ngram_header(work / 'lmplz.arpa')}")
         ratio = statistics.median(ref["times"]) / statistics.median(sp["times"])
         print(f"pair {pair}: time ratio lmplz/seqprob {ratio:.2f}x; peak memory seqprob/lmplz "

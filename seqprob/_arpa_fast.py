@@ -32,8 +32,11 @@ _POW10 = 10.0 ** np.arange(23)  # exact in float64
 _DIGITS = np.frombuffer(b"0123456789", dtype=np.uint8)
 
 
-def format_g10(values: np.ndarray) -> np.ndarray:
+def format_g10(values: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """(n,) floats -> (n, 18) uint8: the bytes of ``"%.10g" % v``, right-padded with 0.
+
+    ``out``, if given, is an (n, 18) uint8 array (a column slice of a wider row matrix may
+    be given: the text is written in place, its padding zeroed) and is returned.
 
     Examples
     --------
@@ -41,7 +44,10 @@ def format_g10(values: np.ndarray) -> np.ndarray:
     b'-0.30103 0 -1.5e-07 1.23456789e+12 '
     """
     values = np.asarray(values, dtype=np.float64)
-    out = np.zeros((len(values), G10_WIDTH), dtype=np.uint8)
+    if out is None:
+        out = np.zeros((len(values), G10_WIDTH), dtype=np.uint8)
+    else:
+        out[...] = 0
     mag = np.abs(values)
     with np.errstate(divide="ignore", invalid="ignore"):
         exp = np.floor(np.log10(mag)).astype(np.int64, copy=False) if len(values) else np.zeros(0, np.int64)
@@ -153,10 +159,11 @@ def _write_fixed(out: np.ndarray, values: np.ndarray, digits: np.ndarray, exp: n
     text = np.empty((len(rows), 2), dtype=_U64)  # (k, 2): 16 bytes of text
     text[:, 0] = np.where(x < 0, z_lo, np.where(dotted, d_lo, lo))
     text[:, 1] = np.where(x < 0, z_hi, np.where(dotted, d_hi, hi))
-    line = np.zeros((len(rows), G10_WIDTH), dtype=np.uint8)
+    line = out if len(rows) == len(out) else np.zeros((len(rows), G10_WIDTH), dtype=np.uint8)
     line[:, 0] = np.where(values[rows] < 0, ord("-"), 0)
     line[:, 1:17] = text.view(np.uint8)
-    out[rows] = line
+    if line is not out:  # all rows fixed (the common case): written in place
+        out[rows] = line
 
 
 def _write_digits(out: np.ndarray, values: np.ndarray, digits: np.ndarray, exp: np.ndarray,
@@ -187,7 +194,25 @@ def squeeze(matrix: np.ndarray, sep: bytes | None = None) -> bytes:
     """Bytes of a padded (n, w) uint8 matrix without its 0 padding (``sep`` after each row)."""
     if sep is not None:
         matrix = np.concatenate([matrix, np.full((len(matrix), 1), sep[0], np.uint8)], axis=1)
-    return matrix[matrix != 0].tobytes()
+    flat = matrix.ravel()  # np.compress of the flat array: ~2x a 2-D boolean index
+    return np.compress(flat != 0, flat).tobytes()
+
+
+def name_words(names: np.ndarray, sep: bytes) -> np.ndarray:
+    """(V, k) uint64: each row of a padded (V, L) name matrix in k = ceil((L + 1) / 8) words
+    of 8 bytes, ``sep`` in the last byte (the 0 padding between the name and it is
+    squeezed out): the text of a word field, gathered as whole words.
+
+    Examples
+    --------
+    >>> squeeze(name_words(name_matrix(["a", "bc"]), b" ").view(np.uint8).reshape(2, -1))
+    b'a bc '
+    """
+    k = (names.shape[1] + 8) // 8
+    padded = np.zeros((len(names), 8 * k), dtype=np.uint8)  # (V, 8k)
+    padded[:, : names.shape[1]] = names
+    padded[:, -1] = sep[0]
+    return padded.view(np.uint64)
 
 
 def name_matrix(names: list) -> np.ndarray:

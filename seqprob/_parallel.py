@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from .errors import InputError
 
 __all__ = ["num_threads", "set_num_threads", "for_row_blocks", "run_tasks", "blas_controller",
-           "single_threaded_blas", "shard_threads", "shard_bounds"]
+           "single_threaded_blas", "shard_threads", "shard_bounds", "map_ordered"]
 
 MIN_WORK = 1 << 15  # elements per thread below which a split does not pay
 _ENV_VARS = ("SEQPROB_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -193,3 +193,46 @@ def run_tasks(tasks) -> list:
     finally:  # never return (or raise) while a worker may still write into shared arrays
         wait(futures)
     return [first] + [f.result() for f in futures]
+
+
+def map_ordered(fn, items, ahead: int | None = None):
+    """Yield ``fn(item)`` for each of ``items`` in order, up to ``ahead`` calls at a time on
+    the pool (default: :func:`num_threads`).
+
+    A pipeline for independent blocks of numpy work: the calls run in pool threads while the
+    calling thread produces the next items (reading, tokenizing) and consumes earlier results
+    (writing). At most ``ahead`` calls are in flight and one produced item waits, so memory
+    holds about ``ahead + 1`` blocks. With one thread (or from inside a pool worker) this is
+    a plain ``map`` in the calling thread. If the caller stops early (an exception in
+    ``items`` or in the consumer, ``close()``), calls not yet started are cancelled and running
+    ones are waited for before the exception goes on.
+
+    Examples
+    --------
+    >>> list(map_ordered(lambda x: x * x, range(5), ahead=2))
+    [0, 1, 4, 9, 16]
+    """
+    ahead = num_threads() if ahead is None else ahead
+    if num_threads() <= 1 or ahead < 1 or getattr(_local, "inside", False):
+        yield from map(fn, items)
+        return
+    pool, pending = _pool(ahead), []
+    try:
+        for item in items:
+            if len(pending) >= ahead:
+                yield pending.pop(0).result()
+            pending.append(pool.submit(_call_inside, fn, item))
+        while pending:
+            yield pending.pop(0).result()
+    finally:
+        for f in pending:
+            f.cancel()
+        wait(pending)
+
+
+def _call_inside(fn, item):
+    _local.inside = True
+    try:
+        return fn(item)
+    finally:
+        _local.inside = False

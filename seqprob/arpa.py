@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from . import _arpa_fast as _fast
+from . import _parallel
 from ._io import atomic_write
 from .counts import MAX_ORDER, lookup_keys
 from .errors import ArpaFormatError, InputError, SeqProbFileError
@@ -608,31 +609,56 @@ def _ngram_words(tables: BackoffTables, m: int, lo: int, hi: int) -> np.ndarray:
     return out
 
 
-def _log10_text(values: np.ndarray) -> np.ndarray:
+def _log10_text(values: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     log10 = np.asarray(values, dtype=np.float64) / LN10
-    return _fast.format_g10(np.where(log10 == -math.inf, _ZERO, log10))  # (c, 18)
+    return _fast.format_g10(np.where(log10 == -math.inf, _ZERO, log10), out)  # (c, 18)
 
 
 def _section_text(tables: BackoffTables, m: int, names: np.ndarray, vocab: Vocab, step: int | None = None):
-    """(lines, bytes) of the order-m section, ``step`` lines (default: a few MB) at a time."""
+    """(lines, bytes) of the order-m section, ``step`` lines (default: a few MB) at a time.
+
+    Blocks are formatted on :mod:`seqprob._parallel`'s threads (numpy releases the GIL in
+    its loops) and yielded in order: the bytes do not depend on the number of threads.
+    """
     n, highest = len(tables.keys[m - 1]), m == tables.order
+    words = [_fast.name_words(names, sep) for sep in (b" ", b"\n" if highest else b"\t")]
     step = step or max(1, (1 << 22) // (2 * _fast.G10_WIDTH + m * (names.shape[1] + 1) + 2))
-    for lo in range(0, n, step):
-        hi = min(n, lo + step)
-        ids = _ngram_words(tables, m, lo, hi)  # (c, m)
-        probs = _log10_text(tables.logp[m - 1][lo:hi])  # (c, 18)
-        if m == 1 and lo <= vocab.bos_id < hi:
-            probs[vocab.bos_id - lo] = 0
-            probs[vocab.bos_id - lo, 0] = ord("0")
-        sep = [np.full((hi - lo, 1), c, dtype=np.uint8) for c in b"\t \n"]
-        cols = [probs, sep[0]]
-        for j in range(m):
-            cols += [names[ids[:, j]], sep[1] if j < m - 1 else sep[0]]
-        if highest:
-            cols[-1] = sep[2]
-        else:
-            cols += [_log10_text(tables.logbow[m - 1][lo:hi]), sep[2]]
-        yield hi - lo, _fast.squeeze(np.concatenate(cols, axis=1))
+    bounds = [(lo, min(n, lo + step)) for lo in range(0, n, step)]
+    texts = _parallel.map_ordered(lambda b: _block_text(tables, m, words, vocab, *b), bounds)
+    for (lo, hi), text in zip(bounds, texts):
+        yield hi - lo, text
+
+
+_G10_WORDS = 3  # a number field: 18 bytes of text, its separator, padding (24 bytes)
+
+
+def _block_text(tables: BackoffTables, m: int, words: list, vocab: Vocab, lo: int, hi: int) -> bytes:
+    """The ARPA lines of the order-m n-grams in rows lo .. hi-1.
+
+    Each line is laid out in 8-byte words, fields padded with 0 bytes that are squeezed out
+    at the end: log10 p and a tab, the m words (each a row of ``words``: the name and its
+    separator, gathered as whole uint64 words), [log10 back-off and a newline].
+    """
+    k, highest = words[0].shape[1], m == tables.order
+    width = _G10_WORDS * (1 if highest else 2) + m * k
+    row = np.empty((hi - lo, width), dtype=np.uint64)  # (c, width) the lines, padded
+    text = row.view(np.uint8)  # (c, 8 width)
+    _log10_text(tables.logp[m - 1][lo:hi], text[:, : _fast.G10_WIDTH])
+    text[:, _fast.G10_WIDTH:24] = 0
+    text[:, _fast.G10_WIDTH] = ord("\t")
+    if m == 1 and lo <= vocab.bos_id < hi:
+        text[vocab.bos_id - lo, : _fast.G10_WIDTH] = 0
+        text[vocab.bos_id - lo, 0] = ord("0")
+    ids = _ngram_words(tables, m, lo, hi)  # (c, m)
+    for j in range(m):
+        col = _G10_WORDS + j * k
+        row[:, col: col + k] = words[1 if j == m - 1 else 0][ids[:, j]]
+    if not highest:
+        start = 8 * (width - _G10_WORDS)
+        _log10_text(tables.logbow[m - 1][lo:hi], text[:, start: start + _fast.G10_WIDTH])
+        text[:, start + _fast.G10_WIDTH:] = 0
+        text[:, start + _fast.G10_WIDTH] = ord("\n")
+    return _fast.squeeze(text)
 
 
 # ------------------------------------------------ this family joins the model registry

@@ -89,6 +89,28 @@ def test_format_g10_is_c_printf(values):
     assert fast.squeeze(fast.format_g10(x), b"\n") == "".join(f"{v:.10g}\n" for v in x.tolist()).encode()
 
 
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=40)
+       | st.lists(st.floats(-10, 0), max_size=40), st.integers(0, 255))
+@settings(max_examples=examples(100), deadline=None)
+def test_format_g10_into_a_column_slice_is_the_same_text(values, junk):
+    """The streamed writer formats into a column slice of its row matrix (strided rows, old
+    bytes in it): the same text, the padding zeroed, the columns around it untouched."""
+    x = np.array(values + EDGE, dtype=np.float64)
+    rows = np.full((len(x), 24), junk, dtype=np.uint8)
+    got = fast.format_g10(x, out=rows[:, 3:3 + fast.G10_WIDTH])
+    assert np.array_equal(got, fast.format_g10(x))
+    assert (rows[:, :3] == junk).all() and (rows[:, 3 + fast.G10_WIDTH:] == junk).all()
+
+
+def test_name_words_hold_a_name_and_its_separator_in_whole_words():
+    names = fast.name_matrix(["a", "1234567", "12345678", "é"])  # (4, 8): 1234567 + sep fills 8
+    words = fast.name_words(names, b"\t")
+    assert words.shape == (4, 2) and words.dtype == np.uint64
+    text = fast.squeeze(words.view(np.uint8).reshape(4, 16))
+    assert text == "a\t1234567\t12345678\té\t".encode()
+    assert fast.name_words(fast.name_matrix(["ab", "c"]), b" ").shape == (2, 1)
+
+
 @given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=30),
        st.sampled_from(["{:.10g}", "{!r}", "{:.3e}", "{:.20f}", "{:+.6f}"]))
 @settings(max_examples=examples(150), deadline=None)

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqprob.arpa import write_arpa
-from seqprob.counts import count_sequences
+from seqprob.counts import count_ngrams, count_sequences
 from seqprob.errors import InputError, MemoryBudgetError, SeqProbFileError
 from seqprob.ngram import MLE, KneserNey, ModifiedKneserNey, WittenBell
 from seqprob.ngram import _external
@@ -44,6 +44,10 @@ def _cli_main():
         return importlib.import_module("seqprob.app.cli").main
     except ModuleNotFoundError:
         return importlib.import_module("seqprob.app.cli").main
+
+
+def count_ngrams_in_memory(chunks, order):
+    return count_ngrams(iter(chunks), order, 12, 1, 2)
 
 
 def _tiny_budget(order: int) -> int:
@@ -136,6 +140,43 @@ def test_text_to_arpa_without_the_model_is_byte_identical(order, quirk, train, t
     assert (tmp_path / "b.arpa").read_bytes() == ref
     assert info["sizes"] == ModifiedKneserNey(order=order).fit(train).tables_.sizes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.arpa", "b.arpa"]
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_threads_change_nothing_in_the_file(threads, train, tmp_path, runs_seen, monkeypatch):
+    """Chunks counted in a pool thread while the next is read, ARPA blocks formatted on
+    several threads: the same bytes as the in-memory path at any thread count."""
+    from seqprob import _parallel
+    from seqprob.ngram import _stream_mkn
+
+    ref = _arpa(ModifiedKneserNey(order=4).fit(train), tmp_path / "a.arpa")
+    section = _stream_mkn.write_section
+    monkeypatch.setattr(_stream_mkn, "write_section",  # several blocks in every section
+                        lambda *a, **k: section(*a, **{**k, "block_rows": 501}))
+    _parallel.set_num_threads(threads)
+    try:
+        fit_mkn_arpa(ModifiedKneserNey(order=4), train, tmp_path / "b.arpa", memory="1M",
+                     temp_dir=tmp_path)
+    finally:
+        _parallel.set_num_threads(None)
+    assert runs_seen[-1] >= 4
+    assert (tmp_path / "b.arpa").read_bytes() == ref
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.arpa", "b.arpa"]
+
+
+def test_merged_runs_are_deleted_once_their_order_is_merged(tmp_path):
+    """After the merge the spill folder holds the merged tables, not the runs as well."""
+    rng = np.random.default_rng(3)
+    chunks = [(rng.integers(3, 12, size=40), np.full(8, 5)) for _ in range(6)]  # 6 runs
+    with _external.SpillDir(tmp_path) as spill:
+        counts = _external.count_bounded(iter(chunks), 4, 12, 1, 2, 1 << 16, spill)
+        left = sorted(p.name for p in spill.path.iterdir())
+        assert left == sorted(f"merged.{w}{m}.bin" for w in ("keys", "counts", "suffix")
+                              for m in (2, 3, 4))
+        ref = count_ngrams_in_memory(chunks, 4)
+        for m in range(2, 5):
+            assert np.array_equal(counts.keys[m - 1], ref.keys[m - 1])
+            assert np.array_equal(counts.counts[m - 1], ref.counts[m - 1])
 
 
 def test_text_to_arpa_refuses_pruning(tmp_path):

@@ -146,3 +146,72 @@ def test_adamw_update_identical_at_any_thread_count(threads, monkeypatch):
             opt.step(grads)
         results.append(flat.copy())
     np.testing.assert_array_equal(results[0], results[1])
+
+
+# --------------------------------------------------------------------------- map_ordered
+
+
+@settings(max_examples=examples(20), deadline=None)
+@given(n=st.integers(0, 30), n_threads=st.integers(1, 4), ahead=st.integers(1, 4))
+def test_map_ordered_yields_every_result_in_order(n, n_threads, ahead):
+    _parallel.set_num_threads(n_threads)
+    try:
+        assert list(_parallel.map_ordered(lambda x: x * x, range(n), ahead=ahead)) == [
+            x * x for x in range(n)]
+    finally:
+        _parallel.set_num_threads(None)
+
+
+def test_map_ordered_keeps_at_most_ahead_calls_in_flight(threads):
+    threads(4)
+    lock, state = threading.Lock(), {"now": 0, "most": 0}
+
+    def work(x):
+        with lock:
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+        threading.Event().wait(0.002)
+        with lock:
+            state["now"] -= 1
+        return x
+
+    assert list(_parallel.map_ordered(work, range(20), ahead=2)) == list(range(20))
+    assert state["most"] <= 2
+
+
+def test_map_ordered_runs_inline_with_one_thread(threads):
+    threads(1)
+    names = set(_parallel.map_ordered(lambda x: threading.current_thread().name, range(5)))
+    assert names == {threading.current_thread().name}
+
+
+def test_map_ordered_errors_wait_for_running_calls(threads):
+    """An error in a call, or in the items, reaches the caller only after no call still runs
+    (a caller that removes files on error must not race a worker writing them)."""
+    threads(3)
+    running = {"n": 0}
+    lock = threading.Lock()
+
+    def work(x):
+        with lock:
+            running["n"] += 1
+        try:
+            threading.Event().wait(0.01)
+            if x == 3:
+                raise ValueError("call 3")
+            return x
+        finally:
+            with lock:
+                running["n"] -= 1
+
+    with pytest.raises(ValueError, match="call 3"):
+        list(_parallel.map_ordered(work, range(10)))
+    assert running["n"] == 0
+
+    def items():
+        yield from range(4)
+        raise KeyError("item 4")
+
+    with pytest.raises(KeyError, match="item 4"):
+        list(_parallel.map_ordered(work, items(), ahead=3))
+    assert running["n"] == 0

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import _parallel
 from ..counts import NGramCounts, count_stream, padded_stream
 from ..errors import InputError, MemoryBudgetError, SeqProbFileError
 
@@ -181,20 +182,38 @@ def save_run(counts: NGramCounts, index: int, spill: SpillDir) -> Run:
 
 
 def count_runs(chunks, order: int, bos_id: int, eos_id: int, spill: SpillDir):
-    """Count every chunk and spill it; returns (runs, unigram counts, sentences, tokens)."""
+    """Count every chunk and spill it; returns (runs, unigram counts, sentences, tokens).
+
+    With two threads or more (:func:`seqprob._parallel.num_threads`), a chunk is counted and
+    written in a pool thread while the calling thread reads and encodes the next one (one
+    chunk in flight: the memory of two chunks, one as text, one as integer tables).
+    """
+    items = ((flat, lengths, i) for i, (flat, lengths) in enumerate(_nonempty(chunks)))
     runs, unigram, n_sent, n_tok = [], np.zeros(0, dtype=np.int64), 0, 0
+    for run, chunk_unigram, sentences, tokens in _parallel.map_ordered(
+            lambda item: _count_run(*item, order, bos_id, eos_id, spill), items, ahead=1):
+        unigram = _add_padded(unigram, chunk_unigram)
+        n_sent, n_tok = n_sent + sentences, n_tok + tokens
+        runs.append(run)
+    return runs, unigram, n_sent, n_tok
+
+
+def _nonempty(chunks):
     for flat, lengths in chunks:
         lengths = np.asarray(lengths, dtype=np.int64)
-        if len(lengths) == 0:
-            continue
-        stream, seg = padded_stream(np.asarray(flat, dtype=np.int64), lengths, bos_id, eos_id)
-        c = count_stream(stream, seg, order, int(max(stream.max(), bos_id, eos_id)) + 1)
-        del stream, seg
-        unigram = _add_padded(unigram, c.counts[0])
-        n_sent, n_tok = n_sent + c.n_sentences, n_tok + c.n_tokens
-        runs.append(save_run(c, len(runs), spill))
-        log.debug("spilled run %d: n-grams %s", len(runs) - 1, c.sizes())
-    return runs, unigram, n_sent, n_tok
+        if len(lengths):
+            yield flat, lengths
+
+
+def _count_run(flat, lengths: np.ndarray, index: int, order: int, bos_id: int, eos_id: int,
+               spill: SpillDir) -> tuple:
+    """Count one chunk and spill it as run ``index``: (run, unigram counts, sentences, tokens)."""
+    stream, seg = padded_stream(np.asarray(flat, dtype=np.int64), lengths, bos_id, eos_id)
+    c = count_stream(stream, seg, order, int(max(stream.max(), bos_id, eos_id)) + 1)
+    del stream, seg
+    run = save_run(c, index, spill)
+    log.debug("spilled run %d: n-grams %s", index, c.sizes())
+    return run, c.counts[0], c.n_sentences, c.n_tokens
 
 
 def _add_padded(total: np.ndarray, part: np.ndarray) -> np.ndarray:
@@ -298,7 +317,19 @@ def merge_runs(runs: list, order: int, vocab_size: int, block: int, spill: Spill
             store.append(np.asarray(np.memmap(names[w], dtype=np.int64, mode="r")) if size
                          else np.zeros(0, dtype=np.int64))
         log.debug("merged %d runs of %d-grams: %d distinct", len(runs), m, size)
+        _remove_merged(runs, m, order, spill)
     return keys, counts, suffix
+
+
+def _remove_merged(runs: list, m: int, order: int, spill: SpillDir) -> None:
+    """Delete what no later step reads once order m is merged: the runs' order-m tables, their
+    order-(m-1) row maps (and the order-N ones), so the spill folder holds about one copy of
+    the counts rather than two."""
+    names = [f"{w}{m}.npy" for w in ("keys", "counts", "suffix")] + [f"map{m - 1}.bin"]
+    names += [f"map{m}.bin"] if m == order else []
+    for run in runs:
+        for name in names:
+            spill.file(f"run{run.index}.{name}").unlink(missing_ok=True)
 
 
 def count_bounded(chunks, order: int, vocab_size, bos_id: int, eos_id: int, budget: int,
@@ -319,7 +350,7 @@ def count_bounded(chunks, order: int, vocab_size, bos_id: int, eos_id: int, budg
     Notes
     -----
     Peak memory: one chunk while counting; ``k`` blocks while merging k runs, with
-    ``block = budget / (k * 192)`` rows each (8-byte key, count, suffix, inverse, sort space),
+    ``block = budget / (k * 384)`` rows each (8-byte key, count, suffix, inverse, sort space),
     plus the random-access row maps of the previous order (memory-mapped). The merged tables
     are the same for any chunking: :class:`NGramCounts` only depends on the n-gram set.
     """
@@ -329,7 +360,7 @@ def count_bounded(chunks, order: int, vocab_size, bos_id: int, eos_id: int, budg
     V = vocab_size() if callable(vocab_size) else int(vocab_size)
     if V < len(unigram):
         raise InputError(f"vocab_size {V} is smaller than the largest id seen + 1", value=V)
-    block = max(budget // (192 * len(runs)), 16)  # ~80 bytes a row: under half the budget
+    block = max(budget // (384 * len(runs)), 16)  # ~150 bytes a row at the peak: ~40% of the budget
     keys, counts, suffix = merge_runs(runs, order, V, block, spill)
     unigram = _add_padded(np.zeros(V, dtype=np.int64), unigram)
     return NGramCounts(order, V, [np.arange(V, dtype=np.int64)] + keys, [unigram] + counts,

@@ -99,8 +99,9 @@ def fit_mkn_arpa(model, lines, path, memory, temp_dir=None, tokenizer=None, prog
 
 
 def _block(budget: int) -> int:
-    """Rows per block: ~200 bytes of temporaries a row."""
-    return int(min(max(budget // 200, 4096), 1 << 21))
+    """Rows per block: ~200 bytes of temporaries a row, at most 1M rows (larger blocks only
+    add memory: the per-block overhead is already small)."""
+    return int(min(max(budget // 200, 4096), 1 << 20))
 
 
 # --------------------------------------------------------------------------- adjusting
@@ -118,25 +119,38 @@ def adjusted_to_disk(model, counts: NGramCounts, vocab: Vocab, spill: SpillDir, 
             bos_start = _gather_blocks(bos_start, counts.keys[m - 1], V, block)
         raw = counts.counts[m - 1]
         if m == N:
-            a = np.asarray(raw)
+            a = raw
         else:
             a = _bincount_blocks(counts.suffix[m], len(counts.keys[m - 1]), block)
             if m >= 2:
-                a[bos_start] = raw[bos_start]
+                _copy_where_blocks(a, raw, bos_start, block)
         if m == 1:
             _zero_specials(a, vocab)  # <s> and <unk> get only interpolated mass
-        stats.append(_stats(a, raw, quirk[m - 1] if m < N else -1))
+        stats.append(_stats(a, raw, quirk[m - 1] if m < N else -1, block))
         files.append(a if m == N else _save(spill, f"adjusted{m}.npy", a))
         release(raw, counts.keys[m - 1])
     return files, stats
 
 
-def _stats(a: np.ndarray, raw: np.ndarray, quirk_row: int) -> list:
-    if quirk_row < 0:
-        return count_of_counts(a)
-    a = a.copy()
-    a[quirk_row] = raw[quirk_row]
-    return count_of_counts(a)
+def _stats(a: np.ndarray, raw: np.ndarray, quirk_row: int, block: int) -> list:
+    """count_of_counts(a) block by block (``a`` may be memory-mapped), with ``raw[quirk_row]``
+    in place of ``a[quirk_row]`` when ``quirk_row >= 0`` (lmplz's choice, kenlm_quirk_rows)."""
+    hist = np.zeros(6, dtype=np.int64)  # (6,) how many counts are 0, 1, 2, 3, 4, >= 5
+    for lo in range(0, len(a), block):
+        hist += np.bincount(np.minimum(np.asarray(a[lo: lo + block]), 5), minlength=6)
+        release(a)
+    if quirk_row >= 0:
+        hist[min(int(a[quirk_row]), 5)] -= 1
+        hist[min(int(raw[quirk_row]), 5)] += 1
+    return [int(hist[k]) for k in range(1, 5)]
+
+
+def _copy_where_blocks(a: np.ndarray, raw: np.ndarray, where: np.ndarray, block: int) -> None:
+    """a[where] = raw[where], reading the memory-mapped ``raw`` block by block."""
+    for lo in range(0, len(a), block):
+        sel = np.flatnonzero(where[lo: lo + block]) + lo
+        a[sel] = raw[sel]
+        release(raw)
 
 
 def _gather_blocks(table: np.ndarray, keys: np.ndarray, V: int, block: int) -> np.ndarray:
