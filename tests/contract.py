@@ -76,3 +76,16 @@ def total_mass_with_eos(model, max_len: int) -> float:
     for s in itertools.product(words, repeat=max_len + 1):
         total += float(np.exp(model.token_logprobs(np.array([v.bos_id, *s])).sum()))
     return total
+
+
+def same_fields(a, b) -> None:
+    """Every attribute of two result objects equal (floats to 1e-12, NaN equal to NaN)."""
+    import math
+
+    import pytest
+    for name, x in vars(a).items():
+        y = getattr(b, name)
+        if isinstance(x, float) and not (math.isnan(x) and math.isnan(y)):
+            assert x == pytest.approx(y, rel=1e-12, abs=1e-12), name
+        elif not isinstance(x, float):
+            assert x == y, name

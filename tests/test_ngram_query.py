@@ -2,6 +2,7 @@
 and evaluate's block-by-block corpus scoring equals line-by-line scoring."""
 from __future__ import annotations
 
+from contract import same_fields
 import gzip
 import math
 import warnings
@@ -97,13 +98,7 @@ def test_a_crowded_bucket_is_walked_to_its_end(crowd):
     assert (index.lookup(pool[home == home[0]][crowd:crowd + 5]) == -1).all()  # same bucket, absent
 
 
-def _same(a, b) -> None:
-    for name, x in vars(a).items():
-        y = getattr(b, name)
-        if isinstance(x, float) and not (math.isnan(x) and math.isnan(y)):
-            assert x == pytest.approx(y, rel=1e-12, abs=1e-12), name
-        elif not isinstance(x, float):
-            assert x == y, name
+_same = same_fields  # the shared check of tests/contract.py
 
 
 words = st.sampled_from(["the", "cat", "dog", "zebra", "é", "<unk>", "<s>", "mat", "internationalization",
