@@ -32,7 +32,7 @@ from ._stream import SUM_FIELDS
 
 __all__ = ["corpus_sums", "WordIndex", "BLOCK_BYTES"]
 
-BLOCK_BYTES = 1 << 18  # bytes of text per block: ~65k positions, the working arrays stay near L2
+BLOCK_BYTES = 1 << 17  # bytes of text per block: ~32k positions; larger blocks cost page faults (below)
 _MAX_ZEROS = 20
 _ODD_UNICODE = [c.encode() for c in "\x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000"] + \
                [chr(c).encode() for c in range(0x2000, 0x200B)]
@@ -158,9 +158,10 @@ class WordIndex:
 
     Names of at most 8 bytes (without a 0 byte) are keyed by their bytes read as one
     little-endian integer (zero-padded: the key is the word): a direct-mapped table of 8 slots
-    per name gives the id (one 4-byte read, checked against the name's integer); the few
-    names sharing a slot are found through a :class:`ProbeIndex`. Longer names go through
-    :class:`seqprob._arpa_fast.VocabIndex`.
+    per name gives the id (one 4-byte read, checked against the name's integer). A slot
+    shared by several names holds the likeliest of them, marked shared (the sign bit): only a
+    word that is not that name reads on, in a :class:`ProbeIndex` of all short names. Longer
+    names go through :class:`seqprob._arpa_fast.VocabIndex`.
 
     Examples
     --------
@@ -180,15 +181,23 @@ class WordIndex:
         keys = np.frombuffer(packed, dtype="<u8").view(np.int64)  # (S,) the words as integers
         self.short = ProbeIndex.build(keys, likeliness[short], np.zeros(len(short)), rows=short)
         self.shift = np.uint64(64 - max(int(8 * len(short) - 1).bit_length(), 4))
-        slot = _bucket(keys, self.shift)  # (S,)
-        self.direct = np.full(1 << (64 - int(self.shift)), -1, dtype=np.int32)  # id per slot, -2: shared
-        self.direct[slot] = short
-        self.direct[np.bincount(slot, minlength=len(self.direct)) > 1] = -2
-        self.packed = np.zeros(len(names), dtype=np.int64)  # (V,) each short name as an integer
-        self.packed[short] = keys
+        self.direct = self._direct_table(keys, short, likeliness[short], len(names))
+        self.packed = np.zeros(len(names) + 1, dtype=np.int64)  # (V+1,) each short name as an integer
+        self.packed[short] = keys  # a long name and the empty slot (id V) keep 0: no word's key
         self.long_ids = np.flatnonzero(~is_short)
         self.long = fast.VocabIndex([names[i] for i in self.long_ids]) if len(self.long_ids) else None
         self.long_names = {encoded[i]: int(i) for i in self.long_ids}
+
+    def _direct_table(self, keys: np.ndarray, ids: np.ndarray, likeliness: np.ndarray, V: int) -> np.ndarray:
+        """(2**bits,) int32 per slot: V where empty, the id of its name, or of the likeliest of
+        the names hashed there with the sign bit set (-2**31 | id) where several are."""
+        slot = _bucket(keys, self.shift)  # (S,)
+        direct = np.full(1 << (64 - int(self.shift)), V, dtype=np.int32)
+        likeliest_last = np.lexsort((likeliness, slot))  # by slot, then ascending likeliness
+        direct[slot[likeliest_last]] = ids[likeliest_last]  # the last write of a slot wins
+        shared = np.bincount(slot, minlength=len(direct)) > 1
+        direct[shared] |= np.int32(-2**31)
+        return direct
 
     def ids(self, data: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """(F,) id of each field ``data[starts[k]:ends[k]]``, -1 where it is no vocabulary word."""
@@ -196,10 +205,12 @@ class WordIndex:
         view = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
         length = ends - starts  # (F,)
         words = (view[starts] & _LOW_BYTES[np.minimum(length, 8)]).view(np.int64)  # (F,) first 8 bytes
-        found = np.take(self.direct, _bucket(words, self.shift))  # (F,) id, -1 or -2 (shared slot)
+        found = np.take(self.direct, _bucket(words, self.shift))  # (F,) id, V, or shared | id
+        ids = found & np.int32(2**31 - 1)  # (F,)
         short = length <= 8
-        ids = np.where((np.take(self.packed, np.maximum(found, 0)) == words) & short, found, -1)  # (F,)
-        shared = np.flatnonzero((found == -2) & short)
+        match = (np.take(self.packed, ids) == words) & short  # (F,)
+        ids = np.where(match, ids, -1)
+        shared = np.flatnonzero((found < 0) & short & ~match)  # not the likeliest name of its slot
         if len(shared):
             hit, rec = self.short.probe(words[shared])
             ids[shared] = np.where(hit, rec[:, ROW], -1)
