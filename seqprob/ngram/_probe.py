@@ -178,14 +178,19 @@ def score_chain(tables, stream: np.ndarray, offset: np.ndarray) -> np.ndarray:
     stream : ndarray
         (L,) ids.
     offset : ndarray
-        (L,) position of each id in its segment (0 at a segment's first id).
+        (L,) position of each id in its segment (0 at a segment's first id), or (L,) bool:
+        True where the id has a history (``offset >= 1``), all that is used of it.
 
     Notes
     -----
     log P(w_i | h) = log p(longest listed n-gram ending at i, order b)
     + sum_{j=b}^{min(offset_i, N-1)} log gamma(j-gram ending at i-1) (0 where it is not
     listed), added in the order logp, then j = 1, 2, ... like the dense reference
-    (:meth:`BackoffTables.score_stream_reference`), so both give the same bits.
+    (:meth:`BackoffTables.score_stream_reference`), so both give the same bits. Order 2 is
+    probed at every position (one gather of the stream's pairs, no position list) and its
+    back-off (j = 1) added in place where it missed; a later hit of a longer n-gram overwrites
+    both. Orders >= 3 are probed only where the shorter n-gram ending one position earlier was
+    found.
 
     Examples
     --------
@@ -196,27 +201,34 @@ def score_chain(tables, stream: np.ndarray, offset: np.ndarray) -> np.ndarray:
     """
     N, L, V = tables.order, len(stream), tables.vocab_size
     out = np.take(tables.logp[0], stream).astype(np.float64, copy=False)  # (L,) unigram scores
-    out[offset < 1] = np.nan  # nothing predicted at a segment start
-    scored = np.flatnonzero(offset >= 1)  # (P,) positions with a prediction
-    if N == 1 or not len(scored):
+    has_history = offset if offset.dtype == bool else offset >= 1  # (L,)
+    out[~has_history] = np.nan  # nothing predicted at a segment start
+    if N == 1 or L < 2:
         return out
-    goes_on = np.zeros(L, dtype=bool)  # (L,) position p + 1 continues p's segment
-    goes_on[:-1] = offset[1:] >= 1
-    best = np.zeros(L, dtype=np.int8)  # (L,) longest listed n-gram ending at i (0: order 1)
-    cand, rows = scored, stream[scored - 1]  # order 2 is probed at every scored position
-    levels = [(cand, tables.logbow[0][rows])]  # per context order j: (positions, log gamma)
-    for m in range(2, N + 1):
+    scored, tail = has_history[1:], out[1:]  # (L-1,) views: positions 1 .. L-1
+    hit, rec = tables.probe_index(2).probe(stream[:-1] * V + stream[1:])  # (L-1,), (L-1, C)
+    hit &= scored
+    np.add(tail, np.take(tables.logbow[0], stream[:-1]), out=tail, where=scored & ~hit)  # j = 1
+    np.copyto(tail, rec[:, LOGP if N > 2 else TOP_LOGP].view(np.float64), where=hit)
+    if N == 2:
+        return out
+    best = np.zeros(L, dtype=np.int8)  # (L,) longest listed n-gram ending at i, from order 2
+    best[1:][hit] = 2
+    found = np.flatnonzero(hit[:-1] & scored[1:])  # (h,) order-2 hits whose next position is probed
+    cand, rows = found + 2, rec[:, ROW][found]
+    levels = [(cand, rec[:, LOGBOW].view(np.float64)[found])]  # per context order j >= 2
+    for m in range(3, N + 1):
         hit, rec = tables.probe_index(m).probe(rows * V + stream[cand])
         found = np.flatnonzero(hit)  # (h,)
         pos = cand[found]
         best[pos] = m  # ascending m: the longest match stays, in best and in out
         out[pos] = rec[:, LOGP if m < N else TOP_LOGP].view(np.float64)[found]
-        found = found[goes_on[pos]]  # hits whose next position is probed at order m + 1
+        found = found[has_history[np.minimum(pos + 1, L - 1)] & (pos + 1 < L)]  # hits probed at m + 1
         if m == N or not len(found):
             break
         cand, rows = cand[found] + 1, rec[:, ROW][found]
         levels.append((cand, rec[:, LOGBOW].view(np.float64)[found]))
-    for j, (pos, logbow) in enumerate(levels, start=1):  # contexts of orders >= best(i)
+    for j, (pos, logbow) in enumerate(levels, start=2):  # contexts of orders >= best(i)
         use = np.flatnonzero(best[pos] <= j)
         out[pos[use]] += logbow[use]
     return out

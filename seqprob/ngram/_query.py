@@ -27,7 +27,8 @@ from .. import _arpa_fast as fast
 from .._io import CorpusFile
 from .._parallel import for_row_blocks, num_threads
 from ..tokenizers import WhitespaceTokenizer
-from ._probe import ROW, ProbeIndex, _bucket
+from .base import BackoffLanguageModel
+from ._probe import ROW, ProbeIndex, _bucket, score_chain
 from ._stream import SUM_FIELDS
 
 __all__ = ["corpus_sums", "WordIndex", "BLOCK_BYTES"]
@@ -281,39 +282,61 @@ def _add_block(model, words: dict, eos: bool, sums: dict) -> None:
     """Score one block's sentences and add them to the running sums."""
     vocab, ids, count = model.vocab, words["ids"], words["count"]
     n = len(count)
-    length = count + 1 + int(eos)  # (n,) ids per sentence: <s> words [</s>]
-    start = np.cumsum(length) - length  # (n,)
-    word_pos = np.arange(len(ids)) + np.repeat(np.arange(1, n + 1) + int(eos) * np.arange(n), count)  # (W,)
-    stream = np.full(int(length.sum()), vocab.eos_id if eos else 0, dtype=np.int64)  # (L,)
-    stream[start] = vocab.bos_id
-    stream[word_pos] = np.where(ids < 0, vocab.unk_id, ids)
-    lp = model._score_stream(stream, np.repeat(start, length))  # (L,) NaN at each <s>
-    on_words, on_ends = lp[word_pos], (lp[start + length - 1] if eos else lp[:0])  # (W,), (n,)
-    oov = (ids < 0) | (ids == vocab.unk_id)  # (W,)
-    _add_sums(sums, on_words, on_ends, oov)
-    sums["n_sentences"] += n
-    sums["n_chars"] += words["n_chars"]
-    sums["n_bytes"] += words["n_bytes"]
-    if sums["n_zeros"] and len(sums["zeros"]) < _MAX_ZEROS:
-        zero = np.isneginf(lp)
-        zero[word_pos[oov]] = False
-        _note_zeros(sums, np.flatnonzero(zero), start, stream, vocab)
-    sums["lines_done"] += n
-
-
-def _add_sums(sums: dict, on_words: np.ndarray, on_ends: np.ndarray, oov: np.ndarray) -> None:
-    total = float(on_words.sum()) + float(on_ends.sum())
-    n_oov = int(np.count_nonzero(oov))
-    excl = total if not n_oov else float(on_words[~oov].sum()) + float(on_ends.sum())
-    zero_w, zero_e = np.isneginf(on_words) & ~oov, np.isneginf(on_ends)
-    n_zero = int(np.count_nonzero(zero_w)) + int(np.count_nonzero(zero_e))
-    kept = excl if not n_zero else float(on_words[~oov & ~zero_w].sum()) + float(on_ends[~zero_e].sum())
-    sums["n_tokens"] += len(on_words) + len(on_ends)
+    stream, start, has_history = _layout(vocab, ids, count, eos)
+    lp = _score(model, stream, start, has_history)  # (L,) NaN at each <s>
+    lp[start] = 0.0  # (now a sum over the whole stream is one over the scored tokens)
+    is_oov = stream == vocab.unk_id  # (L,) every unknown word was mapped to <unk>
+    total = float(lp.sum())
+    n_oov = int(np.count_nonzero(is_oov))
+    excl = total if not n_oov else float(np.where(is_oov, 0.0, lp).sum())
+    n_zero, kept = 0, excl
+    if np.isneginf(total):  # some token (OOV or not) has probability 0
+        zero = np.isneginf(lp) & ~is_oov  # (L,)
+        n_zero = int(np.count_nonzero(zero))
+        kept = float(np.where(zero | is_oov, 0.0, lp).sum())
+        if n_zero and len(sums["zeros"]) < _MAX_ZEROS:
+            _note_zeros(sums, np.flatnonzero(zero), start, stream, vocab)
+    sums["n_tokens"] += len(stream) - n
     sums["n_oov"] += n_oov
     sums["n_zeros"] += n_zero
     sums["logprob"] += total
     sums["logprob_excl_oov"] += excl
     sums["logprob_kept"] += kept
+    sums["n_sentences"] += n
+    sums["n_chars"] += words["n_chars"]
+    sums["n_bytes"] += words["n_bytes"]
+    sums["lines_done"] += n
+
+
+def _layout(vocab, ids: np.ndarray, count: np.ndarray, eos: bool):
+    """(stream (L,), start (n,), has_history (L,)): ``<s> w .. [</s>]`` per sentence, unknown
+    words (id -1) as ``<unk>``, and False at each ``<s>``."""
+    length = count + 1 + int(eos)  # (n,) ids per sentence
+    end = np.cumsum(length)  # (n,) one past each sentence
+    start = end - length
+    stream = np.empty(int(end[-1]), dtype=np.int64)  # (L,)
+    has_history = np.ones(len(stream), dtype=bool)  # (L,)
+    has_history[start] = False
+    if eos:
+        has_history[end - 1] = False  # (briefly: the word positions)
+        stream[has_history] = np.where(ids < 0, vocab.unk_id, ids)
+        has_history[end - 1] = True
+        stream[end - 1] = vocab.eos_id
+    else:
+        stream[has_history] = np.where(ids < 0, vocab.unk_id, ids)
+    stream[start] = vocab.bos_id
+    return stream, start, has_history
+
+
+def _score(model, stream: np.ndarray, start: np.ndarray, has_history: np.ndarray) -> np.ndarray:
+    """The model's log P of each stream position (NaN at each ``<s>``): by :func:`score_chain`
+    straight from the history mask when the model scores through its back-off tables."""
+    if type(model)._score_stream is BackoffLanguageModel._score_stream:
+        tables = model._tables()
+        if not tables.unlisted_logbow:
+            return score_chain(tables, stream, has_history)
+    length = np.diff(np.append(start, len(stream)))  # (n,)
+    return model._score_stream(stream, np.repeat(start, length))
 
 
 def _note_zeros(sums: dict, positions: np.ndarray, start: np.ndarray, stream: np.ndarray, vocab) -> None:
