@@ -129,16 +129,21 @@ class ProbeIndex:
 
     def _walk(self, queries, home, lo, rec, hit, pending) -> None:
         """Read on in the buckets that hold several records (updates ``rec`` and ``hit``): the
-        keys of the rest of each bucket in one gather (a key can only match in its own bucket),
-        or step by step if a bucket is unusually long."""
-        rest = self.longest - 1
-        if rest > 32:
+        keys of the rest of each bucket (up to the next bucket's first record) in one ragged
+        gather (a key can only match in its own bucket), or step by step if a bucket is
+        unusually long."""
+        if self.longest > 33:
             return self._walk_steps(queries, home, lo, rec, hit, pending)
-        at = np.minimum(lo[pending, None] + np.arange(1, rest + 1), len(self.records) - 1)  # (p, rest)
-        match = self.records[:, KEY][at] == queries[pending, None]  # (p, rest)
-        found = np.flatnonzero(match.any(axis=1))
-        now = pending[found]
-        rec[now] = np.take(self.records, at[found, match[found].argmax(axis=1)], axis=0)
+        after = home[pending] + 1  # (p,) the next bucket, whose first record ends this one
+        end = np.take(self.buckets, np.minimum(after, len(self.buckets) - 1)) >> 1  # (p,)
+        end = np.where(after < len(self.buckets), end, len(self.records) - 1)
+        first = lo[pending] + 1  # (p,) the records after the one already read
+        left = (end - first).astype(np.intp)  # (p,) >= 1: the bucket holds several
+        owner = np.repeat(pending, left)  # (t,) the query of each record to read
+        at = np.arange(len(owner)) + np.repeat(first - (np.cumsum(left) - left), left)  # (t,)
+        match = np.flatnonzero(self.records[:, KEY][at] == queries[owner])
+        now = owner[match]  # each key is once in its bucket: one match per query at most
+        rec[now] = np.take(self.records, at[match], axis=0)
         hit[now] = True
 
     def _walk_steps(self, queries, home, lo, rec, hit, pending) -> None:
@@ -212,8 +217,7 @@ def score_chain(tables, stream: np.ndarray, offset: np.ndarray) -> np.ndarray:
     np.copyto(tail, rec[:, LOGP if N > 2 else TOP_LOGP].view(np.float64), where=hit)
     if N == 2:
         return out
-    best = np.zeros(L, dtype=np.int8)  # (L,) longest listed n-gram ending at i, from order 2
-    best[1:][hit] = 2
+    best = np.zeros(L, dtype=np.int8)  # (L,) longest listed n-gram ending at i if of order >= 3
     found = np.flatnonzero(hit[:-1] & scored[1:])  # (h,) order-2 hits whose next position is probed
     cand, rows = found + 2, rec[:, ROW][found]
     levels = [(cand, rec[:, LOGBOW].view(np.float64)[found])]  # per context order j >= 2

@@ -234,7 +234,7 @@ def _fields(buf: np.ndarray):
     ws[0] = ws[-1] = True
     np.less_equal(buf, 32, out=ws[1:-1])
     edges = np.flatnonzero(ws[1:] != ws[:-1])  # (2F,) field starts and ends, alternating
-    return buf, edges[0::2], edges[1::2]
+    return buf, edges[0::2].copy(), edges[1::2].copy()  # (F,), (F,) contiguous: faster indices
 
 
 def _plain(data: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> bool:
