@@ -15,7 +15,7 @@ import seqprob as sp
 from seqprob._io import CorpusFile, read_lines
 from seqprob.errors import InputError
 from seqprob.ngram import DiscountFallbackWarning, KneserNey, ModifiedKneserNey, _query
-from seqprob.ngram._probe import ProbeIndex, score_chain
+from seqprob.ngram._probe import ROW, ProbeIndex, _bucket, score_chain
 from seqprob.ngram.tables import BackoffTables
 from budget import examples
 
@@ -222,3 +222,57 @@ def test_threads_give_the_same_figures(tmp_path):
     assert figures[0] == figures[1] and len(figures[0]["zero_prob_tokens"]) == 20
     slow = sp.evaluate(model, list(read_lines(path)), tokenizer=sp.WhitespaceTokenizer(model.vocab))
     assert figures[0]["zero_prob_tokens"] == slow.zero_prob_tokens
+
+
+@given(tables=back_off_tables(), data=st.data())
+@settings(max_examples=examples(40), deadline=None)
+def test_a_history_mask_scores_like_the_offsets(tables, data):
+    """score_chain of the bool mask ``offset >= 1`` (the corpus blocks' form) equals the
+    reference of the segments' offsets, bit for bit."""
+    V = tables.vocab_size
+    lengths = data.draw(st.lists(st.integers(1, 9), min_size=1, max_size=6))
+    stream = np.array(data.draw(st.lists(st.integers(0, V - 1), min_size=sum(lengths), max_size=sum(lengths))))
+    starts = np.cumsum(lengths) - lengths
+    has_history = np.ones(len(stream), dtype=bool)
+    has_history[starts] = False
+    np.testing.assert_array_equal(score_chain(tables, stream, has_history),
+                                  tables.score_stream_reference(stream, np.repeat(starts, lengths)))
+
+
+@given(keys=st.sets(st.integers(0, 2**62), min_size=1, max_size=300), spread=st.integers(-4, 1),
+       probes=st.lists(st.integers(0, 2**62), max_size=30))
+@settings(max_examples=examples(40), deadline=None)
+def test_crowded_buckets_are_walked_to_their_ends(keys, spread, probes):
+    """With fewer buckets than keys (spread < 0: several records per bucket), every key is
+    still found, and no other."""
+    keys = np.array(sorted(keys), dtype=np.int64)
+    spread = max(spread, 1 - int(len(keys) - 1).bit_length())  # at least 2 buckets
+    index = ProbeIndex.build(keys, -np.arange(len(keys), dtype=np.float64), np.zeros(len(keys)), spread=spread)
+    np.testing.assert_array_equal(index.lookup(keys[::-1]), np.arange(len(keys))[::-1])
+    queries = np.array(probes, dtype=np.int64)
+    known = set(keys.tolist())
+    expected = [int(np.searchsorted(keys, q)) if q in known else -1 for q in probes]
+    assert index.lookup(queries).tolist() == expected
+
+
+@given(names=st.lists(st.text("ab\u00e9c", min_size=1, max_size=10), min_size=1, max_size=60, unique=True),
+       rank=st.randoms(use_true_random=False), words=st.lists(st.text("ab\u00e9cd", min_size=1, max_size=10),
+                                                               max_size=20))
+@settings(max_examples=examples(40), deadline=None)
+def test_word_index_agrees_with_a_dict_whatever_shares_a_slot(names, rank, words):
+    """Ids equal a dict's for names and other words, whichever name of a shared slot is the likeliest."""
+    likeliness = np.array([rank.random() for _ in names])
+    index = _query.WordIndex(names, likeliness)
+    index.shift = np.uint64(64 - 3)  # 8 slots for up to 60 names: shared slots everywhere
+    index.direct = index._direct_table(index.packed[index.short.records[:-1, ROW]],
+                                       index.short.records[:-1, ROW], likeliness[index.short.records[:-1, ROW]],
+                                       len(names))
+    text = names + words
+    data = " ".join(text).encode()
+    _, starts, ends = _query._fields(np.frombuffer(data, dtype=np.uint8))
+    lookup = {n: i for i, n in enumerate(names)}
+    assert index.ids(data, starts, ends).tolist() == [lookup.get(w, -1) for w in text]
+    short = index.short.records[:-1, ROW]
+    slot = _bucket(index.packed[short], index.shift)
+    for s in np.unique(slot):  # each slot holds its likeliest name (read without probing)
+        assert index.direct[s] & (2**31 - 1) == short[slot == s][np.argmax(likeliness[short[slot == s]])]
