@@ -191,11 +191,11 @@ def score_chain(tables, stream: np.ndarray, offset: np.ndarray) -> np.ndarray:
     log P(w_i | h) = log p(longest listed n-gram ending at i, order b)
     + sum_{j=b}^{min(offset_i, N-1)} log gamma(j-gram ending at i-1) (0 where it is not
     listed), added in the order logp, then j = 1, 2, ... like the dense reference
-    (:meth:`BackoffTables.score_stream_reference`), so both give the same bits. Order 2 is
-    probed at every position (one gather of the stream's pairs, no position list) and its
-    back-off (j = 1) added in place where it missed; a later hit of a longer n-gram overwrites
-    both. Orders >= 3 are probed only where the shorter n-gram ending one position earlier was
-    found.
+    (:meth:`BackoffTables.score_stream_reference`), so both give the same bits. The unigram
+    score plus the back-off of the word before (j = 1) is computed everywhere; order 2 is
+    probed at every position (one gather of the stream's pairs, no position list) and a hit
+    overwrites that sum, as a hit of a longer n-gram overwrites it in turn. Orders >= 3 are
+    probed only where the shorter n-gram ending one position earlier was found.
 
     Examples
     --------
@@ -205,16 +205,17 @@ def score_chain(tables, stream: np.ndarray, offset: np.ndarray) -> np.ndarray:
     [nan, 0.25, 0.25]
     """
     N, L, V = tables.order, len(stream), tables.vocab_size
-    out = np.take(tables.logp[0], stream).astype(np.float64, copy=False)  # (L,) unigram scores
+    out = np.take(tables.logp[0], stream).astype(np.float64, copy=False)  # (L,) unigram scores (a new array)
     has_history = offset if offset.dtype == bool else offset >= 1  # (L,)
-    out[~has_history] = np.nan  # nothing predicted at a segment start
     if N == 1 or L < 2:
+        out[~has_history] = np.nan  # nothing predicted at a segment start
         return out
     scored, tail = has_history[1:], out[1:]  # (L-1,) views: positions 1 .. L-1
+    tail += np.take(tables.logbow[0], stream[:-1])  # j = 1, right where order 2 misses
     hit, rec = tables.probe_index(2).probe(stream[:-1] * V + stream[1:])  # (L-1,), (L-1, C)
     hit &= scored
-    np.add(tail, np.take(tables.logbow[0], stream[:-1]), out=tail, where=scored & ~hit)  # j = 1
-    np.copyto(tail, rec[:, LOGP if N > 2 else TOP_LOGP].view(np.float64), where=hit)
+    np.copyto(tail, rec[:, LOGP if N > 2 else TOP_LOGP].view(np.float64), where=hit)  # (overwrites j = 1)
+    out[~has_history] = np.nan
     if N == 2:
         return out
     best = np.zeros(L, dtype=np.int8)  # (L,) longest listed n-gram ending at i if of order >= 3
