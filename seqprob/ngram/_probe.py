@@ -114,7 +114,7 @@ class ProbeIndex:
         lo = (entry >> 1).astype(np.intp)  # (n,)
         rec = np.take(self.records, lo, axis=0)  # (n, C): one random access per query
         hit = rec[:, KEY] == queries  # a record of another bucket never holds the key
-        pending = np.flatnonzero((entry & 1).astype(bool) & ~hit)
+        pending = np.flatnonzero((entry & 1) > hit)  # (p,) in a bucket of several, not the first
         if len(pending):
             self._walk(queries, home, lo, rec, hit, pending)
         return hit, rec

@@ -208,15 +208,14 @@ class WordIndex:
         words = (view[starts] & _LOW_BYTES[np.minimum(length, 8)]).view(np.int64)  # (F,) first 8 bytes
         found = np.take(self.direct, _bucket(words, self.shift))  # (F,) id, V, or shared | id
         ids = found & np.int32(2**31 - 1)  # (F,)
-        short = length <= 8
-        match = (np.take(self.packed, ids) == words) & short  # (F,)
+        match = np.take(self.packed, ids) == words  # (F,) (a long field is redone below)
         ids = np.where(match, ids, -1)
-        shared = np.flatnonzero((found < 0) & short & ~match)  # not the likeliest name of its slot
+        shared = np.flatnonzero((found < 0) > match)  # (s,) in a shared slot, not its likeliest name
         if len(shared):
             hit, rec = self.short.probe(words[shared])
             ids[shared] = np.where(hit, rec[:, ROW], -1)
-        if not short.all():
-            long = np.flatnonzero(~short)
+        if len(length) and length.max() > 8:
+            long = np.flatnonzero(length > 8)
             ids[long] = self._long_ids(padded, data, starts[long], ends[long])
         return ids
 
