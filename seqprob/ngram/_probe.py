@@ -194,8 +194,9 @@ def score_chain(tables, stream: np.ndarray, offset: np.ndarray) -> np.ndarray:
     (:meth:`BackoffTables.score_stream_reference`), so both give the same bits. The unigram
     score plus the back-off of the word before (j = 1) is computed everywhere; order 2 is
     probed at every position (one gather of the stream's pairs, no position list) and a hit
-    overwrites that sum, as a hit of a longer n-gram overwrites it in turn. Orders >= 3 are
-    probed only where the shorter n-gram ending one position earlier was found.
+    overwrites that sum. Orders m >= 3 are probed only where the shorter n-gram ending one
+    position earlier was found: log gamma of that (m-1)-gram context is added there first, and a
+    hit of order m overwrites the sum with its log p (then gets the weights of orders >= m).
 
     Examples
     --------
@@ -218,22 +219,17 @@ def score_chain(tables, stream: np.ndarray, offset: np.ndarray) -> np.ndarray:
     out[~has_history] = np.nan
     if N == 2:
         return out
-    best = np.zeros(L, dtype=np.int8)  # (L,) longest listed n-gram ending at i if of order >= 3
-    found = np.flatnonzero(hit[:-1] & scored[1:])  # (h,) order-2 hits whose next position is probed
-    cand, rows = found + 2, rec[:, ROW][found]
-    levels = [(cand, rec[:, LOGBOW].view(np.float64)[found])]  # per context order j >= 2
+    goes_on = np.append(scored, False)  # (L,) position i + 1 continues i's segment
+    found = np.flatnonzero(hit[:-1] & scored[1:])  # (h,) order-2 hits (at found + 1) probed at order 3
+    cand = found + 2  # (h,) positions probed at order m, after a hit of order m - 1
     for m in range(3, N + 1):
-        hit, rec = tables.probe_index(m).probe(rows * V + stream[cand])
+        out[cand] += rec[:, LOGBOW].view(np.float64)[found]  # j = m - 1, unless overwritten below
+        hit, rec = tables.probe_index(m).probe(rec[:, ROW][found] * V + stream[cand])
         found = np.flatnonzero(hit)  # (h,)
         pos = cand[found]
-        best[pos] = m  # ascending m: the longest match stays, in best and in out
-        out[pos] = rec[:, LOGP if m < N else TOP_LOGP].view(np.float64)[found]
-        found = found[has_history[np.minimum(pos + 1, L - 1)] & (pos + 1 < L)]  # hits probed at m + 1
+        out[pos] = rec[:, LOGP if m < N else TOP_LOGP].view(np.float64)[found]  # the longer match
+        found = found[goes_on[pos]]  # hits whose next position is probed at order m + 1
         if m == N or not len(found):
             break
-        cand, rows = cand[found] + 1, rec[:, ROW][found]
-        levels.append((cand, rec[:, LOGBOW].view(np.float64)[found]))
-    for j, (pos, logbow) in enumerate(levels, start=2):  # contexts of orders >= best(i)
-        use = np.flatnonzero(best[pos] <= j)
-        out[pos[use]] += logbow[use]
+        cand = cand[found] + 1
     return out
