@@ -276,3 +276,22 @@ def test_word_index_agrees_with_a_dict_whatever_shares_a_slot(names, rank, words
     slot = _bucket(index.packed[short], index.shift)
     for s in np.unique(slot):  # each slot holds its likeliest name (read without probing)
         assert index.direct[s] & (2**31 - 1) == short[slot == s][np.argmax(likeliness[short[slot == s]])]
+
+
+@given(text=st.lists(st.lists(st.sampled_from(["the", "cat", "dog", "zebra", "mat", "<unk>", "sat"]), max_size=6)
+                     .map(" ".join), min_size=1, max_size=8),
+       eos=st.booleans(), block=st.sampled_from([1, 16, 1 << 20]))
+@settings(max_examples=examples(30), deadline=None)
+def test_blocks_with_zero_probabilities_sum_like_line_by_line(tmp_path_factory, text, eos, block):
+    """MLE gives probability 0 to unseen events and to <unk>: the block sums (total -inf, the
+    OOV-free and the kept sums, the zero tokens) equal the line-by-line figures."""
+    text = text + ["the zebra"]  # one non-blank line at least
+    path = tmp_path_factory.mktemp("z") / "t.txt"
+    path.write_text("\n".join(text) + "\n", encoding="utf-8")
+    model = sp.ngram.MLE(order=2).fit(TRAIN)
+    saved, _query.BLOCK_BYTES = _query.BLOCK_BYTES, block
+    try:
+        fast = sp.evaluate(model, path, eos=eos)
+    finally:
+        _query.BLOCK_BYTES = saved
+    _same(fast, sp.evaluate(model, text, tokenizer=sp.WhitespaceTokenizer(model.vocab), eos=eos))
