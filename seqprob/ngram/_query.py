@@ -8,12 +8,19 @@ vectorized pass:
   whitespace but space, tab, CR and LF, and no other control byte: else it is split by Python's
   ``str.split``, like the line-by-line path);
 - vocabulary ids: a word of at most 8 bytes *is* an integer (its bytes, zero-padded), looked up
-  in a :class:`~seqprob.ngram._probe.ProbeIndex` of the vocabulary (one cache-resident read);
+  in the direct-mapped table of a :class:`WordIndex` (one cache-resident read; a shared slot
+  holds its likeliest name, the others are found in a :class:`~seqprob.ngram._probe.ProbeIndex`);
   longer words go through :class:`seqprob._arpa_fast.VocabIndex` (a hash of all their bytes,
   every match checked byte for byte); unknown words become ``<unk>``;
-- the stream ``<s> w .. </s> <s> ..`` is scored by the model (:func:`score_chain` for back-off
-  tables) and only sums survive the block (with the first zero-probability tokens), so memory
+- the stream ``<s> w .. </s> <s> ..`` is laid out with a mask of the positions that have a
+  history, scored by the model (:func:`score_chain` straight from that mask for back-off
+  tables), and only sums survive the block (with the first zero-probability tokens), so memory
   does not grow with the corpus.
+
+Blocks are :data:`BLOCK_BYTES` = 128 KB (~32k positions): the block's temporary arrays stay
+near the L2 cache, and under glibc's heap-trim threshold. With 256 KB blocks the freed arrays
+went back to the system after every block and were faulted in again at the next (~3,300 page
+faults, ~6 ms of kernel time per pass over the 105k-token benchmark text, a fifth of it).
 
 With several threads (:func:`seqprob._parallel.set_num_threads`, ``SEQPROB_NUM_THREADS``...) as many
 blocks are scored at once on the ``_parallel`` pool (numpy releases the GIL in its loops); their
@@ -33,7 +40,7 @@ from ._stream import SUM_FIELDS
 
 __all__ = ["corpus_sums", "WordIndex", "BLOCK_BYTES"]
 
-BLOCK_BYTES = 1 << 17  # bytes of text per block: ~32k positions; larger blocks cost page faults (below)
+BLOCK_BYTES = 1 << 17  # bytes of text per block: ~32k positions (see the module docstring)
 _MAX_ZEROS = 20
 _ODD_UNICODE = [c.encode() for c in "\x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000"] + \
                [chr(c).encode() for c in range(0x2000, 0x200B)]
