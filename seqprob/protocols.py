@@ -144,7 +144,7 @@ class CorpusScorer(Protocol):
     """Optional: a model that scores a whole corpus as running sums (the n-gram models).
 
     ``corpus_sums(lines, eos)`` takes stripped lines (an iterator, read once) and returns the
-    sums :func:`seqprob.evaluate` needs (see ``seqprob.ngram._stream.SUM_FIELDS``), or None,
+    sums :func:`seqprob.evaluate` needs (see ``seqprob.ngram._query.SUM_FIELDS``), or None,
     before reading anything, when it cannot (then ``evaluate`` scores line by line).
     """
 

@@ -36,7 +36,9 @@ from .._parallel import for_row_blocks, num_threads
 from ..tokenizers import WhitespaceTokenizer
 from .base import BackoffLanguageModel
 from ._probe import ROW, ProbeIndex, _bucket, score_chain
-from ._stream import SUM_FIELDS
+
+SUM_FIELDS = ("n_sentences", "n_tokens", "n_oov", "n_zeros", "logprob", "logprob_excl_oov",
+              "logprob_kept", "n_chars", "n_bytes", "n_skipped_empty")  #: the running sums of a pass
 
 __all__ = ["corpus_sums", "WordIndex", "BLOCK_BYTES"]
 
