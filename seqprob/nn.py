@@ -17,6 +17,7 @@ Examples
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -491,7 +492,7 @@ def dropout_backward(dy, cache):
 __all__ += ["rms_norm_forward", "rms_norm_backward", "gelu_erf_forward", "gelu_erf_backward",
             "swiglu_forward", "swiglu_backward", "rotary_forward", "rotary_backward",
             "grouped_attention_forward", "grouped_attention_backward", "layer_norm_row",
-            "rms_norm_row"]
+            "rms_norm_row", "causal_attention_inference"]
 
 
 def rms_norm_forward(x, g, eps=1e-6, out=None):
@@ -697,6 +698,113 @@ def grouped_attention_forward(q, k, v, out=None, probs_out=None, q_block=128):
             np.matmul(s, vg[b, ..., :off + q1, :], out=yg[b, :, :, q0:q1])
             pg[b, :, :, q0:q1, off + q1:] = 0.0
     return y, (q, k, v, probs)
+
+
+def causal_attention_inference(q, k, v, out, q_block=128):
+    """The values of :func:`grouped_attention_forward` without its probabilities or cache
+    (the inference forward): every array it touches stays in cache.
+
+    Parameters
+    ----------
+    q : (B, H, Tq, hd)
+        Queries of the last ``Tq`` positions (``Tq <= Tk``), any strides.
+    k, v : (B, Hkv, Tk, hd)
+        Keys and values (``H = G Hkv``), any strides.
+    out : (B, Tq, H hd)
+        Receives the heads concatenated; must be reshapeable to (B, Tq, H, hd) as a view.
+    q_block : int
+        Queries per block; rows are grouped by blocks starting at multiples of ``q_block``
+        (the sums over a row's keys are the same in any split that keeps the blocks).
+
+    Returns
+    -------
+    out : (B, Tq, H hd)
+
+    Notes
+    -----
+    Per query head h (key/value head h // G) and block of queries [q0, q1):
+    S = q kᵀ[:, :off + q1] / sqrt(hd) (off = Tk - Tq), the causal mask added only to the
+    diagonal columns [off + q0, off + q1) (the columns left of them are all visible), then
+    P = softmax(S) and y = P v[:off + q1]. One head and one block at a time: the scores
+    (q_block x Tk) stay in L2 instead of a (B, H, Tq, Tk) array in memory, the key blocks
+    above the diagonal are never computed, and q, k, v are copied per head into contiguous
+    per-thread buffers (q already scaled when 1/sqrt(hd) is a power of two, where
+    (q c) kᵀ = c (q kᵀ) exactly). The operations on each row are those of
+    :func:`grouped_attention_forward` (scale, mask, max, subtract, exp, sum, divide, P v).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> q, k, v = (rng.standard_normal((1, 2, 5, 4)) for _ in range(3))
+    >>> y = causal_attention_inference(q, k, v, out=np.empty((1, 5, 8)), q_block=2)
+    >>> bool(np.allclose(y, grouped_attention_forward(q, k, v)[0], atol=1e-12))
+    True
+    """
+    B, H, Tq, hd = q.shape
+    Hkv, Tk = k.shape[1], k.shape[2]
+    y = np.reshape(out, (B, Tq, H, hd), copy=False)  # a view: raises rather than copy
+    scale = 1.0 / math.sqrt(hd)
+    exact = math.frexp(scale)[0] == 0.5  # a power of two: fold the scale into q
+    bufs = _AttentionBuffers(q.dtype, min(q_block, Tq), Tq, Tk, hd)
+    for b in range(B):
+        for g in range(Hkv):
+            np.copyto(bufs.k, k[b, g])  # (Tk, hd), contiguous
+            np.copyto(bufs.v, v[b, g])
+            for h in range(g * (H // Hkv), (g + 1) * (H // Hkv)):
+                if exact:
+                    np.multiply(q[b, h], scale, out=bufs.q)  # (Tq, hd)
+                else:
+                    np.copyto(bufs.q, q[b, h])
+                _attention_head(bufs, y[b, :, h], q_block, None if exact else scale)
+    return out
+
+
+class _AttentionBuffers:
+    """Per-thread scratch of :func:`causal_attention_inference`, grown as needed and kept
+    (the threads of the pool live on, so each keeps one set)."""
+
+    __slots__ = ("q", "k", "v", "s", "m", "mask")
+
+    def __init__(self, dtype, qb, Tq, Tk, hd):
+        self.q, self.k, self.v = _scratch("q", (Tq, hd), dtype), *(_scratch(n, (Tk, hd), dtype) for n in "kv")
+        self.s = _scratch("s", (qb * Tk,), dtype)  # one block's scores, reshaped per block
+        self.m = _scratch("m", (qb, 1), dtype)  # row max, then row sum
+        self.mask = causal_mask(qb, dtype)
+
+
+_THREAD_LOCAL = threading.local()
+
+
+def _scratch(name, shape, dtype):
+    """A reused buffer of this thread (contents undefined), viewed as ``shape``."""
+    bufs = getattr(_THREAD_LOCAL, "bufs", None)
+    if bufs is None:
+        bufs = _THREAD_LOCAL.bufs = {}
+    size, key = math.prod(shape), (name, np.dtype(dtype).str)
+    if key not in bufs or bufs[key].size < size:
+        bufs[key] = np.empty(max(size, 1), dtype)
+    return bufs[key][:size].reshape(shape)
+
+
+def _attention_head(bufs, yh, q_block, scale):
+    """One head: the queries ``bufs.q`` (Tq, hd), keys and values ``bufs.k``, ``bufs.v``
+    (Tk, hd) -> yh (Tq, hd); ``scale`` None when already folded into the queries."""
+    qh, kh, vh = bufs.q, bufs.k, bufs.v
+    Tq, Tk = len(qh), len(kh)
+    off = Tk - Tq
+    for q0 in range(0, Tq, q_block):
+        q1 = min(q0 + q_block, Tq)
+        tq, n = q1 - q0, off + q1
+        s = np.matmul(qh[q0:q1], kh[:n].T, out=bufs.s[:tq * n].reshape(tq, n))  # (tq, n)
+        if scale is not None:
+            s *= scale
+        if tq > 1:
+            s[:, off + q0:] += bufs.mask[:tq, :tq]
+        m = np.max(s, axis=-1, keepdims=True, out=bufs.m[:tq])
+        s -= m
+        np.exp(s, out=s)
+        s /= np.sum(s, axis=-1, keepdims=True, out=m)
+        np.matmul(s, vh[:n], out=yh[q0:q1])
 
 
 def _attention_one_query(q, k, v, out):
