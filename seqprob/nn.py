@@ -742,34 +742,46 @@ def causal_attention_inference(q, k, v, out, q_block=128):
     """
     B, H, Tq, hd = q.shape
     Hkv, Tk = k.shape[1], k.shape[2]
-    y = np.reshape(out, (B, Tq, H, hd), copy=False)  # a view: raises rather than copy
+    if out.size == 0:  # no heads or no queries
+        return out
+    G, qb = H // Hkv, min(q_block, Tq)
+    y = np.reshape(out, (B, Tq, Hkv, G, hd), copy=False).transpose(0, 2, 3, 1, 4)  # (B, Hkv, G, Tq, hd) view
+    qg = q.reshape(B, Hkv, G, Tq, hd)
     scale = 1.0 / math.sqrt(hd)
-    exact = math.frexp(scale)[0] == 0.5  # a power of two: fold the scale into q
-    bufs = _AttentionBuffers(q.dtype, min(q_block, Tq), Tq, Tk, hd)
+    exact = math.frexp(scale)[0] == 0.5  # a power of two: fold the scale into q exactly
+    step = max(1, SCORE_BLOCK // (G * qb * Tk))  # key/value heads per pass: scores fit in L2
     for b in range(B):
-        for g in range(Hkv):
-            np.copyto(bufs.k, k[b, g])  # (Tk, hd), contiguous
-            np.copyto(bufs.v, v[b, g])
-            for h in range(g * (H // Hkv), (g + 1) * (H // Hkv)):
-                if exact:
-                    np.multiply(q[b, h], scale, out=bufs.q)  # (Tq, hd)
-                else:
-                    np.copyto(bufs.q, q[b, h])
-                _attention_head(bufs, y[b, :, h], q_block, None if exact else scale)
+        for g0 in range(0, Hkv, step):
+            g1 = min(g0 + step, Hkv)
+            bufs = _AttentionBuffers(qg[b, g0:g1], k[b, g0:g1], v[b, g0:g1], scale if exact else None, q_block)
+            _attention_blocks(bufs, y[b, g0:g1], q_block, None if exact else scale)
     return out
 
 
+SCORE_BLOCK = 1 << 18  # elements of one query block's scores (1 MiB float32: stays in L2)
+
+
 class _AttentionBuffers:
-    """Per-thread scratch of :func:`causal_attention_inference`, grown as needed and kept
-    (the threads of the pool live on, so each keeps one set)."""
+    """Contiguous copies of the queries q (n, G, Tq, hd) (times ``scale`` unless None), keys
+    and values (n, 1, Tk, hd) of n key/value heads, and scratch for one block's scores; all
+    per-thread buffers reused across calls (the pool's threads live on, each keeps its set)."""
 
     __slots__ = ("q", "k", "v", "s", "m", "mask")
 
-    def __init__(self, dtype, qb, Tq, Tk, hd):
-        self.q, self.k, self.v = _scratch("q", (Tq, hd), dtype), *(_scratch(n, (Tk, hd), dtype) for n in "kv")
-        self.s = _scratch("s", (qb * Tk,), dtype)  # one block's scores, reshaped per block
-        self.m = _scratch("m", (qb, 1), dtype)  # row max, then row sum
-        self.mask = causal_mask(qb, dtype)
+    def __init__(self, q, k, v, scale, q_block):
+        n, G, Tq, hd = q.shape
+        Tk, qb = k.shape[1], min(q_block, Tq)
+        self.q = _scratch("q", q.shape, q.dtype)
+        if scale is None:
+            np.copyto(self.q, q)
+        else:
+            np.multiply(q, scale, out=self.q)
+        self.k, self.v = (_scratch(name, (n, 1, Tk, hd), q.dtype) for name in "kv")
+        np.copyto(self.k[:, 0], k)
+        np.copyto(self.v[:, 0], v)
+        self.s = _scratch("s", (n * G * qb * Tk,), q.dtype)  # reshaped per block
+        self.m = _scratch("m", (n * G * qb,), q.dtype)  # row max, then row sum
+        self.mask = causal_mask(qb, q.dtype)
 
 
 _THREAD_LOCAL = threading.local()
@@ -786,25 +798,25 @@ def _scratch(name, shape, dtype):
     return bufs[key][:size].reshape(shape)
 
 
-def _attention_head(bufs, yh, q_block, scale):
-    """One head: the queries ``bufs.q`` (Tq, hd), keys and values ``bufs.k``, ``bufs.v``
-    (Tk, hd) -> yh (Tq, hd); ``scale`` None when already folded into the queries."""
-    qh, kh, vh = bufs.q, bufs.k, bufs.v
-    Tq, Tk = len(qh), len(kh)
-    off = Tk - Tq
+def _attention_blocks(bufs, y, q_block, scale):
+    """The query blocks of n key/value heads' groups: ``bufs`` -> y (n, G, Tq, hd); ``scale``
+    None when already folded into the queries."""
+    n, G, Tq, _ = bufs.q.shape
+    Tk = bufs.k.shape[2]
+    off, kt = Tk - Tq, bufs.k.transpose(0, 1, 3, 2)  # (n, 1, hd, Tk)
     for q0 in range(0, Tq, q_block):
         q1 = min(q0 + q_block, Tq)
-        tq, n = q1 - q0, off + q1
-        s = np.matmul(qh[q0:q1], kh[:n].T, out=bufs.s[:tq * n].reshape(tq, n))  # (tq, n)
+        tq, w = q1 - q0, off + q1
+        s = np.matmul(bufs.q[:, :, q0:q1], kt[..., :w], out=bufs.s[:n * G * tq * w].reshape(n, G, tq, w))
         if scale is not None:
             s *= scale
         if tq > 1:
-            s[:, off + q0:] += bufs.mask[:tq, :tq]
-        m = np.max(s, axis=-1, keepdims=True, out=bufs.m[:tq])
+            s[..., off + q0:] += bufs.mask[:tq, :tq]
+        m = np.max(s, axis=-1, keepdims=True, out=bufs.m[:n * G * tq].reshape(n, G, tq, 1))
         s -= m
         np.exp(s, out=s)
         s /= np.sum(s, axis=-1, keepdims=True, out=m)
-        np.matmul(s, vh[:n], out=yh[q0:q1])
+        np.matmul(s, bufs.v[:, :, :w], out=y[:, :, q0:q1])  # (n, G, tq, hd)
 
 
 def _attention_one_query(q, k, v, out):
