@@ -33,6 +33,9 @@ __all__ = [
 GELU_C = math.sqrt(2.0 / math.pi)
 GELU_A = 0.044715
 CHUNK = 1 << 15  # elements per cache-sized piece of a row-blocked elementwise pass (128 KiB float32)
+WHOLE_MAX = 1 << 18  # elements up to which one thread runs a pass on the whole array (1 MiB
+# float32, in L2); larger ones go chunk by chunk (GELU of 2048 x 1024 and 1024 x 3072 on one
+# thread measured 25-45% faster chunked, LayerNorm the same either way)
 CHEAP_MIN_WORK = 1 << 20  # per thread, for passes without transcendentals (LayerNorm, bias add):
 # below it the GIL hand-offs of many short ufunc calls on two threads cost more than they save
 
@@ -50,13 +53,15 @@ def _by_chunks(fn, n_rows, width, min_work=None):
     depend on the chunk size or the number of threads.
     """
     step = max(1, CHUNK // max(width, 1))
-    if _parallel.num_threads() <= 1 or n_rows * width < 2 * (min_work or _parallel.MIN_WORK):
-        return [fn(0, n_rows)]  # one thread: whole-array passes (fewest Python calls)
 
     def run(lo, hi):
         for a in range(lo, hi, step):
             fn(a, min(a + step, hi))
 
+    if _parallel.num_threads() <= 1 or n_rows * width < 2 * (min_work or _parallel.MIN_WORK):
+        if n_rows * width <= WHOLE_MAX:
+            return [fn(0, n_rows)]  # one thread, an array in L2: whole-array passes (fewest calls)
+        return [run(0, n_rows)]  # one thread, a large array: each pass over a chunk still in cache
     return _parallel.for_row_blocks(run, n_rows, n_rows * width, min_work)
 
 
