@@ -730,11 +730,12 @@ def causal_attention_inference(q, k, v, out, q_block=128):
     Per query head h (key/value head h // G) and block of queries [q0, q1):
     S = q kᵀ[:, :off + q1] / sqrt(hd) (off = Tk - Tq), the causal mask added only to the
     diagonal columns [off + q0, off + q1) (the columns left of them are all visible), then
-    P = softmax(S) and y = P v[:off + q1]. One head and one block at a time: the scores
-    (q_block x Tk) stay in L2 instead of a (B, H, Tq, Tk) array in memory, the key blocks
-    above the diagonal are never computed, and q, k, v are copied per head into contiguous
-    per-thread buffers (q already scaled when 1/sqrt(hd) is a power of two, where
-    (q c) kᵀ = c (q kᵀ) exactly). The operations on each row are those of
+    P = softmax(S) and y = P v[:off + q1]. One sequence, one query block and as many
+    key/value heads (with their G query heads) as keep the block's scores under
+    ``SCORE_BLOCK`` elements at a time: the scores stay in L2 instead of a (B, H, Tq, Tk)
+    array in memory, the key blocks above the diagonal are never computed, and q, k, v are
+    copied into contiguous per-thread buffers (q already scaled when 1/sqrt(hd) is a power
+    of two, where (q c) kᵀ = c (q kᵀ) exactly). The operations on each row are those of
     :func:`grouped_attention_forward` (scale, mask, max, subtract, exp, sum, divide, P v).
 
     Examples
