@@ -31,6 +31,8 @@ import numpy as np
 
 from .. import nn
 
+Q_BLOCK = 128  # queries per block of the attention (the stage split aligns its row cuts to it)
+
 __all__ = ["block_forward", "block_backward", "make_workspace", "split_qkv", "norm_forward",
            "norm_backward", "RowParams", "RowWorkspace", "block_step", "norm_row"]
 
@@ -45,8 +47,7 @@ def make_workspace(config, B: int, T: int, dtype) -> dict:
                         config.mlp_width)
     up = 2 * F if config.mlp == "swiglu" else F
     shapes = {"h": (B, T, C), "qkv": (B, T, (H + 2 * Hkv) * hd), "q": (B, H, T, hd),
-              "k": (B, Hkv, T, hd), "S": (B, H, T, T), "y": (B, T, C), "a": (B, T, C),
-              "u": (B, T, up), "t": (B, T, F)}
+              "k": (B, Hkv, T, hd), "y": (B, T, C), "a": (B, T, C), "u": (B, T, up), "t": (B, T, F)}
     return {name: np.empty(shape, dtype) for name, shape in shapes.items()}
 
 
@@ -144,9 +145,11 @@ def _attention_forward(h, p, config, rope, ws, kv, pos, probs_out):
         K, V = kv  # (Hkv, block, hd)
         K[:, pos:pos + T], V[:, pos:pos + T] = k[0], v[0]
         k, v = K[None, :, :pos + T], V[None, :, :pos + T]  # (1, Hkv, P, hd)
-    if probs_out is None and ws is not None and pos == 0:
-        probs_out = ws["S"]
-    y, c_a = nn.grouped_attention_forward(q, k, v, out=_buf(ws, "y"), probs_out=probs_out)
+    if ws is not None and probs_out is None:  # inference: no probabilities, no (B, H, T, T) array
+        y, c_a = nn.causal_attention_inference(q, k, v, out=ws["y"], q_block=Q_BLOCK), None
+    else:
+        y, c_a = nn.grouped_attention_forward(q, k, v, out=_buf(ws, "y"), probs_out=probs_out,
+                                              q_block=Q_BLOCK)
     o, c_o = nn.linear_forward(y, p["attn.c_proj.w"], p.get("attn.c_proj.b"), out=_buf(ws, "a"))
     return o, (c_qkv, c_a, c_o)
 

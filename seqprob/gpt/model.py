@@ -332,8 +332,11 @@ class GPT(BaseLanguageModel):
                 resid[:, layer + 1] = x
         return norm_forward(x, self.params, "ln_f", cfg, out=ws["h"])[0]
 
-    def _unembed_logprobs(self, h2: np.ndarray, out: np.ndarray, chunk: int = 64) -> np.ndarray:
-        """log-softmax(h2 W_Uᵀ) of rows h2 (N, C) into out (N, V), in cache-sized row chunks."""
+    def _unembed_logprobs(self, h2: np.ndarray, out: np.ndarray, chunk: int | None = None) -> np.ndarray:
+        """log-softmax(h2 W_Uᵀ) of rows h2 (N, C) into out (N, V), in cache-sized row chunks
+        (default: at most 64 rows and 2^19 logits, 2 MiB float32: with V = 50,257 the
+        log-softmax of 10-row chunks measured ~25% faster than of 64-row chunks)."""
+        chunk = chunk or max(1, min(64, 2 ** 19 // out.shape[1]))
         np.matmul(h2, self._w_u.T, out=out)  # (N, V)
         tmp = np.empty((min(chunk, len(out)), out.shape[1]), dtype=out.dtype)
         for i in range(0, len(out), chunk):

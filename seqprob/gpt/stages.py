@@ -27,11 +27,9 @@ import math
 import threading
 
 from .. import _parallel, nn
-from .block import _mlp_forward, norm_forward, split_qkv
+from .block import Q_BLOCK, _mlp_forward, norm_forward, split_qkv
 
 __all__ = ["hidden_by_stages"]
-
-Q_BLOCK = 128  # the query block of nn.grouped_attention_forward (same blocks, same sums)
 
 
 def hidden_by_stages(model, ids, n: int, head) -> None:
@@ -121,12 +119,11 @@ def _attention_part(model, ws, part) -> None:
     if kind == "heads":
         G, hd = cfg.n_head // cfg.kv_heads, cfg.head_dim
         h0, h1 = a0 * G, a1 * G
-        nn.grouped_attention_forward(q[:, h0:h1], k[:, a0:a1], v[:, a0:a1],
-                                     out=ws["y"][:, :, h0 * hd:h1 * hd], probs_out=ws["S"][:, h0:h1],
-                                     q_block=Q_BLOCK)
+        nn.causal_attention_inference(q[:, h0:h1], k[:, a0:a1], v[:, a0:a1],
+                                      out=ws["y"][:, :, h0 * hd:h1 * hd], q_block=Q_BLOCK)
     else:
-        nn.grouped_attention_forward(q[:, :, a0:a1], k[:, :, :a1], v[:, :, :a1], out=ws["y"][:, a0:a1],
-                                     probs_out=ws["S"][:, :, a0:a1, :a1], q_block=Q_BLOCK)
+        nn.causal_attention_inference(q[:, :, a0:a1], k[:, :, :a1], v[:, :, :a1], out=ws["y"][:, a0:a1],
+                                      q_block=Q_BLOCK)
 
 
 def _attention_parts(config, T: int, n: int) -> list[tuple[str, int, int]]:
