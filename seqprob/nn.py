@@ -34,6 +34,8 @@ GELU_A = 0.044715
 CHUNK = 1 << 15  # elements per cache-sized piece of a row-blocked elementwise pass (128 KiB float32)
 CHEAP_MIN_WORK = 1 << 20  # per thread, for passes without transcendentals (LayerNorm, bias add):
 # below it the GIL hand-offs of many short ufunc calls on two threads cost more than they save
+INLINE_CHUNKED_MIN = 1 << 20  # elements from which one thread runs a kernel chunk by chunk
+# (below, the array mostly stays in cache between passes and whole-array calls are faster)
 
 
 def _rows(a, width):
@@ -46,16 +48,21 @@ def _by_chunks(fn, n_rows, width, min_work=None):
     (or once over all rows when the work stays on one thread).
 
     Every row is computed by the same operations whatever the split, so the results do not
-    depend on the chunk size or the number of threads.
+    depend on the chunk size or the number of threads. On one thread, arrays of at least
+    ``INLINE_CHUNKED_MIN`` elements still run chunk by chunk: a multi-pass kernel (GELU and
+    its gradient) then reads each chunk from cache instead of memory (measured 2.2x faster on
+    the (2048, 1024) GELU gradient), the dozen Python calls per chunk costing far less.
     """
     step = max(1, CHUNK // max(width, 1))
-    if _parallel.num_threads() <= 1 or n_rows * width < 2 * (min_work or _parallel.MIN_WORK):
-        return [fn(0, n_rows)]  # one thread: whole-array passes (fewest Python calls)
 
     def run(lo, hi):
         for a in range(lo, hi, step):
             fn(a, min(a + step, hi))
 
+    if _parallel.num_threads() <= 1 or n_rows * width < 2 * (min_work or _parallel.MIN_WORK):
+        if n_rows * width < INLINE_CHUNKED_MIN:
+            return [fn(0, n_rows)]  # one call per kernel pass: fewest Python calls
+        return [run(0, n_rows)]
     return _parallel.for_row_blocks(run, n_rows, n_rows * width, min_work)
 
 
@@ -738,28 +745,77 @@ def gelu_row_inplace(u, t):
     return u
 
 
-def grouped_attention_backward(dy, cache):
+def grouped_attention_backward(dy, cache, out=None, q_block=64):
     """Gradients of :func:`grouped_attention_forward`: returns (dq, dk, dv).
+
+    Parameters
+    ----------
+    dy : (B, Tq, H hd)
+        Gradient of the output.
+    cache : tuple
+        From :func:`grouped_attention_forward`.
+    out : (dq, dk, dv), optional
+        Arrays (B, H, Tq, hd), (B, Hkv, Tk, hd), (B, Hkv, Tk, hd) receiving the gradients
+        (any strides with unit last stride, e.g. views into a fused ``[q | k | v]``
+        gradient); an entry None is allocated.
+    q_block : int
+        Queries (and keys) per block.
 
     Notes
     -----
     dP = dy vᵀ, dv = Σ_group Pᵀ dy, dS = P ∘ (dP - Σ_j dP∘P) / sqrt(hd), dq = dS k,
-    dk = Σ_group dSᵀ q.
+    dk = Σ_group dSᵀ q. P is zero above the causal diagonal, so one sequence at a time,
+    each query block reads only the keys it sees (dP, dS, dq) and each key block only the
+    queries that see it (dv, dk): ~5/8 of the full-square work at T = 4 q_block, and dS
+    lives in one (H, Tq, Tk) buffer instead of a (B, H, Tq, Tk) temporary per step.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> q, kv = rng.standard_normal((1, 2, 3, 4)), rng.standard_normal((1, 1, 3, 4))
+    >>> _, cache = grouped_attention_forward(q, kv, kv)  # 2 query heads share 1 key/value head
+    >>> [g.shape for g in grouped_attention_backward(np.ones((1, 3, 8)), cache)]
+    [(1, 2, 3, 4), (1, 1, 3, 4), (1, 1, 3, 4)]
     """
     q, k, v, probs = cache
     B, H, Tq, hd = q.shape
     Hkv, Tk = k.shape[1], k.shape[2]
-    G = H // Hkv
+    G, off = H // Hkv, Tk - Tq
+    dq, dk, dv = (None, None, None) if out is None else out
+    dq, dk, dv = (np.empty(a.shape, a.dtype) if o is None else o for o, a in ((dq, q), (dk, k), (dv, v)))
     dyg = dy.reshape(B, Tq, Hkv, G, hd).transpose(0, 2, 3, 1, 4)  # (B, Hkv, G, Tq, hd)
-    pg = probs.reshape(B, Hkv, G, Tq, Tk)
-    dP = np.matmul(dyg, v.transpose(0, 1, 3, 2)[:, :, None])  # (B, Hkv, G, Tq, Tk)
-    dv = np.matmul(pg.transpose(0, 1, 2, 4, 3), dyg)  # (B, Hkv, G, Tk, hd)
-    dot = np.einsum("bkgij,bkgij->bkgi", dP, pg)[..., None]
+    qg, pg = q.reshape(B, Hkv, G, Tq, hd), probs.reshape(B, Hkv, G, Tq, Tk)
+    dqg = np.reshape(dq, (B, Hkv, G, Tq, hd), copy=False)  # a view (copy=False raises otherwise)
+    dS = np.zeros((Hkv, G, Tq, Tk), dtype=dy.dtype)  # one sequence's dP / dS; the cells no
+    # block writes (above the diagonal) stay 0 for every sequence, as P is there
+    for b in range(B):
+        for q0 in range(0, Tq, q_block):  # queries q0..q1 see keys 0..off + q1
+            q1 = min(q0 + q_block, Tq)
+            s = np.matmul(dyg[b, :, :, q0:q1], v[b, :, None, :off + q1].transpose(0, 1, 3, 2),
+                          out=dS[:, :, q0:q1, :off + q1])  # dP (Hkv, G, tq, n)
+            _softmax_grad_block(s, pg[b, :, :, q0:q1, :off + q1])
+            np.matmul(s, k[b, :, None, :off + q1], out=dqg[b, :, :, q0:q1])
+        for k0 in range(0, Tk, q_block):  # keys k0..k1 are seen by queries i0..Tq
+            k1, i0 = min(k0 + q_block, Tk), max(k0 - off, 0)
+            _grouped_key_grad(pg[b, :, :, i0:, k0:k1], dyg[b, :, :, i0:], dv[b, :, k0:k1])
+            _grouped_key_grad(dS[:, :, i0:, k0:k1], qg[b, :, :, i0:], dk[b, :, k0:k1])
+    scale = 1.0 / math.sqrt(hd)
+    dq *= scale
+    dk *= scale
+    return dq, dk, dv
+
+
+def _softmax_grad_block(dP, P):
+    """dP <- P ∘ (dP - Σ_j dP∘P) in place, over the last axis (rows of one block)."""
+    dot = np.einsum("...ij,...ij->...i", dP, P)[..., None]
     dP -= dot
-    dP *= pg
-    dP *= 1.0 / math.sqrt(hd)
-    dq = np.matmul(dP, k[:, :, None]).reshape(B, H, Tq, hd)
-    dk = np.matmul(dP.transpose(0, 1, 2, 4, 3), q.reshape(B, Hkv, G, Tq, hd))  # (B, Hkv, G, Tk, hd)
-    if G > 1:
-        return dq, dk.sum(axis=2), dv.sum(axis=2)
-    return dq, dk[:, :, 0], dv[:, :, 0]
+    dP *= P
+
+
+def _grouped_key_grad(S, X, out):
+    """out (Hkv, kb, hd) = Σ_group Sᵀ X for S (Hkv, G, n, kb), X (Hkv, G, n, hd)."""
+    St = S.transpose(0, 1, 3, 2)  # (Hkv, G, kb, n)
+    if S.shape[1] == 1:
+        np.matmul(St[:, 0], X[:, 0], out=out)
+    else:
+        np.sum(np.matmul(St, X), axis=1, out=out)

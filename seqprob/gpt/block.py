@@ -196,17 +196,16 @@ def norm_backward(dy, cache, g, name: str, config):
 def _attention_backward(da, cache, g, config, rope):
     c_qkv, c_a, c_o = cache
     dy, _, _ = nn.linear_backward(da, c_o, g["attn.c_proj.w"], g.get("attn.c_proj.b"))
-    dq, dk, dv = nn.grouped_attention_backward(dy, c_a)  # (B, H|Hkv, T, hd)
     B, T = dy.shape[:2]
     dqkv = np.empty((B, T, g["attn.c_attn.w"].shape[1]), dtype=dy.dtype)
-    vq, vk, vv = split_qkv(dqkv, config.n_head, config.kv_heads)  # views into dqkv
-    if rope is not None:
+    vq, vk, vv = split_qkv(dqkv, config.n_head, config.kv_heads)  # (B, H|Hkv, T, hd) views into dqkv
+    if rope is None:  # the gradients land in dqkv directly
+        nn.grouped_attention_backward(dy, c_a, out=(vq, vk, vv))
+    else:
+        dq, dk, _ = nn.grouped_attention_backward(dy, c_a, out=(None, None, vv))
         cos, sin = rope[0][:T], rope[1][:T]
         nn.rotary_backward(dq, cos, sin, out=vq)
         nn.rotary_backward(dk, cos, sin, out=vk)
-    else:
-        vq[...], vk[...] = dq, dk
-    vv[...] = dv
     dh, _, _ = nn.linear_backward(dqkv, c_qkv, g["attn.c_attn.w"], g.get("attn.c_attn.b"))
     return dh
 
