@@ -501,9 +501,10 @@ __all__ += ["rms_norm_forward", "rms_norm_backward", "gelu_erf_forward", "gelu_e
             "rms_norm_row"]
 
 
-def rms_norm_forward(x, g, eps=1e-6, out=None):
-    """RMSNorm over the last axis (Llama): no mean subtraction, no bias. With ``out`` the
-    result is written there and no cache is returned (no backward can follow).
+def rms_norm_forward(x, g, eps=1e-6, out=None, xhat_out=None):
+    """RMSNorm over the last axis (Llama): no mean subtraction, no bias. With ``out`` alone the
+    result is written there and no cache is returned (no backward can follow); with ``out``
+    and ``xhat_out`` (training buffers reused between steps) both are written and cached.
 
     Notes
     -----
@@ -520,17 +521,17 @@ def rms_norm_forward(x, g, eps=1e-6, out=None):
     ms += eps
     rstd = np.sqrt(ms, out=ms)
     np.divide(1.0, rstd, out=rstd)
-    if out is not None:  # inference: x̂ is not kept
+    if out is not None and xhat_out is None:  # inference: x̂ is not kept
         y = np.multiply(x, rstd, out=out)
         y *= g
         return y, None
-    xhat = x * rstd  # (..., C)
-    y = xhat * g
+    xhat = np.multiply(x, rstd, out=xhat_out)  # (..., C)
+    y = np.multiply(xhat, g, out=out)
     return y, (xhat, rstd, g)
 
 
-def rms_norm_backward(dy, cache):
-    """Gradients of RMSNorm: returns (dx, dg).
+def rms_norm_backward(dy, cache, out=None):
+    """Gradients of RMSNorm: returns (dx, dg). ``out`` receives dx and may be ``dy``.
 
     Notes
     -----
@@ -539,7 +540,7 @@ def rms_norm_backward(dy, cache):
     xhat, rstd, g = cache
     C = xhat.shape[-1]
     dg = np.einsum("ni,ni->i", dy.reshape(-1, C), xhat.reshape(-1, C))
-    dxhat = dy * g
+    dxhat = np.multiply(dy, g, out=out)
     m = np.einsum("...i,...i->...", dxhat, xhat)[..., None]
     m *= 1.0 / C
     dxhat -= xhat * m
@@ -573,8 +574,9 @@ def gelu_erf_backward(dy, cache):
     return d
 
 
-def swiglu_forward(gu, out=None):
+def swiglu_forward(gu, out=None, sig_out=None):
     """SwiGLU of a fused ``[gate | up]`` array (..., 2F) -> (..., F): silu(gate) * up.
+    ``out`` and ``sig_out`` (..., F) optionally receive the result and the cached σ(gate).
 
     Notes
     -----
@@ -588,7 +590,7 @@ def swiglu_forward(gu, out=None):
     """
     F = gu.shape[-1] // 2
     gate, up = gu[..., :F], gu[..., F:]
-    sig = np.negative(gate)
+    sig = np.negative(gate, out=sig_out)
     with np.errstate(over="ignore"):  # exp(-gate) = inf gives σ = 0, as it should
         np.exp(sig, out=sig)
     sig += 1.0
@@ -598,8 +600,8 @@ def swiglu_forward(gu, out=None):
     return y, (gu, sig)
 
 
-def swiglu_backward(dy, cache):
-    """Gradient with respect to ``[gate | up]``: (..., 2F).
+def swiglu_backward(dy, cache, out=None):
+    """Gradient with respect to ``[gate | up]``: (..., 2F), written into ``out`` if given.
 
     Notes
     -----
@@ -608,7 +610,7 @@ def swiglu_backward(dy, cache):
     gu, sig = cache
     F = gu.shape[-1] // 2
     gate, up = gu[..., :F], gu[..., F:]
-    dgu = np.empty_like(gu)
+    dgu = np.empty_like(gu) if out is None else out
     silu = gate * sig
     np.multiply(dy, silu, out=dgu[..., F:])
     d = np.subtract(1.0, sig)
