@@ -589,15 +589,28 @@ def swiglu_forward(gu, out=None, sig_out=None):
     [[0.0]]
     """
     F = gu.shape[-1] // 2
+    y = np.empty(gu.shape[:-1] + (F,), gu.dtype) if out is None else out
+    sig = np.empty_like(y) if sig_out is None else sig_out
+    arrays = [_rows(a, w) for a, w in ((gu, 2 * F), (y, F), (sig, F))]
+    if gu.ndim < 2 or any(a is None for a in arrays):
+        _swiglu_rows(gu, y, sig)
+    else:  # large inputs in cache-sized row chunks (same values)
+        gu2, y2, sig2 = arrays
+        _by_chunks(lambda lo, hi: _swiglu_rows(gu2[lo:hi], y2[lo:hi], sig2[lo:hi]), len(gu2), 3 * F)
+    return y, (gu, sig)
+
+
+def _swiglu_rows(gu, y, sig):
+    """y = silu(gate) * up and sig = σ(gate) for rows gu = [gate | up] (..., 2F)."""
+    F = gu.shape[-1] // 2
     gate, up = gu[..., :F], gu[..., F:]
-    sig = np.negative(gate, out=sig_out)
+    np.negative(gate, out=sig)
     with np.errstate(over="ignore"):  # exp(-gate) = inf gives σ = 0, as it should
         np.exp(sig, out=sig)
     sig += 1.0
     np.reciprocal(sig, out=sig)  # σ(gate)
-    y = np.multiply(gate, sig, out=out)
+    np.multiply(gate, sig, out=y)
     y *= up
-    return y, (gu, sig)
 
 
 def swiglu_backward(dy, cache, out=None):
@@ -609,9 +622,21 @@ def swiglu_backward(dy, cache, out=None):
     """
     gu, sig = cache
     F = gu.shape[-1] // 2
-    gate, up = gu[..., :F], gu[..., F:]
     dgu = np.empty_like(gu) if out is None else out
-    silu = gate * sig
+    arrays = [_rows(a, w) for a, w in ((dy, F), (gu, 2 * F), (sig, F), (dgu, 2 * F))]
+    if gu.ndim < 2 or any(a is None for a in arrays):
+        _swiglu_grad_rows(dy, gu, sig, dgu)
+    else:  # large inputs in cache-sized row chunks (same values)
+        dy2, gu2, sig2, dgu2 = arrays
+        _by_chunks(lambda lo, hi: _swiglu_grad_rows(dy2[lo:hi], gu2[lo:hi], sig2[lo:hi], dgu2[lo:hi]),
+                   len(gu2), 4 * F)
+    return dgu
+
+
+def _swiglu_grad_rows(dy, gu, sig, dgu):
+    F = gu.shape[-1] // 2
+    gate, up = gu[..., :F], gu[..., F:]
+    silu = np.multiply(gate, sig, out=dgu[..., :F])  # the gate half is scratch until the end
     np.multiply(dy, silu, out=dgu[..., F:])
     d = np.subtract(1.0, sig)
     d *= gate
@@ -619,7 +644,6 @@ def swiglu_backward(dy, cache, out=None):
     d *= sig
     d *= up
     np.multiply(d, dy, out=dgu[..., :F])
-    return dgu
 
 
 def rotary_forward(x, cos, sin, out=None):
