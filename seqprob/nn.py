@@ -596,7 +596,7 @@ def swiglu_forward(gu, out=None, sig_out=None):
         _swiglu_rows(gu, y, sig)
     else:  # large inputs in cache-sized row chunks (same values)
         gu2, y2, sig2 = arrays
-        _by_chunks(lambda lo, hi: _swiglu_rows(gu2[lo:hi], y2[lo:hi], sig2[lo:hi]), len(gu2), 3 * F)
+        _by_chunks(lambda lo, hi: _swiglu_rows(gu2[lo:hi], y2[lo:hi], sig2[lo:hi]), len(gu2), F)
     return y, (gu, sig)
 
 
@@ -629,7 +629,7 @@ def swiglu_backward(dy, cache, out=None):
     else:  # large inputs in cache-sized row chunks (same values)
         dy2, gu2, sig2, dgu2 = arrays
         _by_chunks(lambda lo, hi: _swiglu_grad_rows(dy2[lo:hi], gu2[lo:hi], sig2[lo:hi], dgu2[lo:hi]),
-                   len(gu2), 4 * F)
+                   len(gu2), F)
     return dgu
 
 
