@@ -50,7 +50,10 @@ def _by_chunks(fn, n_rows, width, min_work=None):
     (or once over all rows when the work stays on one thread).
 
     Every row is computed by the same operations whatever the split, so the results do not
-    depend on the chunk size or the number of threads.
+    depend on the chunk size or the number of threads. On one thread, arrays larger than
+    ``WHOLE_MAX`` elements still run chunk by chunk: a multi-pass kernel (GELU and
+    its gradient) then reads each chunk from cache instead of memory (measured 2.2x faster on
+    the (2048, 1024) GELU gradient), the dozen Python calls per chunk costing far less.
     """
     step = max(1, CHUNK // max(width, 1))
 
@@ -500,9 +503,10 @@ __all__ += ["rms_norm_forward", "rms_norm_backward", "gelu_erf_forward", "gelu_e
             "rms_norm_row", "causal_attention_inference"]
 
 
-def rms_norm_forward(x, g, eps=1e-6, out=None):
-    """RMSNorm over the last axis (Llama): no mean subtraction, no bias. With ``out`` the
-    result is written there and no cache is returned (no backward can follow).
+def rms_norm_forward(x, g, eps=1e-6, out=None, xhat_out=None):
+    """RMSNorm over the last axis (Llama): no mean subtraction, no bias. With ``out`` alone the
+    result is written there and no cache is returned (no backward can follow); with ``out``
+    and ``xhat_out`` (training buffers reused between steps) both are written and cached.
 
     Notes
     -----
@@ -519,17 +523,17 @@ def rms_norm_forward(x, g, eps=1e-6, out=None):
     ms += eps
     rstd = np.sqrt(ms, out=ms)
     np.divide(1.0, rstd, out=rstd)
-    if out is not None:  # inference: x̂ is not kept
+    if out is not None and xhat_out is None:  # inference: x̂ is not kept
         y = np.multiply(x, rstd, out=out)
         y *= g
         return y, None
-    xhat = x * rstd  # (..., C)
-    y = xhat * g
+    xhat = np.multiply(x, rstd, out=xhat_out)  # (..., C)
+    y = np.multiply(xhat, g, out=out)
     return y, (xhat, rstd, g)
 
 
-def rms_norm_backward(dy, cache):
-    """Gradients of RMSNorm: returns (dx, dg).
+def rms_norm_backward(dy, cache, out=None):
+    """Gradients of RMSNorm: returns (dx, dg). ``out`` receives dx and may be ``dy``.
 
     Notes
     -----
@@ -538,7 +542,7 @@ def rms_norm_backward(dy, cache):
     xhat, rstd, g = cache
     C = xhat.shape[-1]
     dg = np.einsum("ni,ni->i", dy.reshape(-1, C), xhat.reshape(-1, C))
-    dxhat = dy * g
+    dxhat = np.multiply(dy, g, out=out)
     m = np.einsum("...i,...i->...", dxhat, xhat)[..., None]
     m *= 1.0 / C
     dxhat -= xhat * m
@@ -572,8 +576,9 @@ def gelu_erf_backward(dy, cache):
     return d
 
 
-def swiglu_forward(gu, out=None):
+def swiglu_forward(gu, out=None, sig_out=None):
     """SwiGLU of a fused ``[gate | up]`` array (..., 2F) -> (..., F): silu(gate) * up.
+    ``out`` and ``sig_out`` (..., F) optionally receive the result and the cached σ(gate).
 
     Notes
     -----
@@ -586,19 +591,32 @@ def swiglu_forward(gu, out=None):
     [[0.0]]
     """
     F = gu.shape[-1] // 2
+    y = np.empty(gu.shape[:-1] + (F,), gu.dtype) if out is None else out
+    sig = np.empty_like(y) if sig_out is None else sig_out
+    arrays = [_rows(a, w) for a, w in ((gu, 2 * F), (y, F), (sig, F))]
+    if gu.ndim < 2 or any(a is None for a in arrays):
+        _swiglu_rows(gu, y, sig)
+    else:  # large inputs in cache-sized row chunks (same values)
+        gu2, y2, sig2 = arrays
+        _by_chunks(lambda lo, hi: _swiglu_rows(gu2[lo:hi], y2[lo:hi], sig2[lo:hi]), len(gu2), F)
+    return y, (gu, sig)
+
+
+def _swiglu_rows(gu, y, sig):
+    """y = silu(gate) * up and sig = σ(gate) for rows gu = [gate | up] (..., 2F)."""
+    F = gu.shape[-1] // 2
     gate, up = gu[..., :F], gu[..., F:]
-    sig = np.negative(gate)
+    np.negative(gate, out=sig)
     with np.errstate(over="ignore"):  # exp(-gate) = inf gives σ = 0, as it should
         np.exp(sig, out=sig)
     sig += 1.0
     np.reciprocal(sig, out=sig)  # σ(gate)
-    y = np.multiply(gate, sig, out=out)
+    np.multiply(gate, sig, out=y)
     y *= up
-    return y, (gu, sig)
 
 
-def swiglu_backward(dy, cache):
-    """Gradient with respect to ``[gate | up]``: (..., 2F).
+def swiglu_backward(dy, cache, out=None):
+    """Gradient with respect to ``[gate | up]``: (..., 2F), written into ``out`` if given.
 
     Notes
     -----
@@ -606,9 +624,21 @@ def swiglu_backward(dy, cache):
     """
     gu, sig = cache
     F = gu.shape[-1] // 2
+    dgu = np.empty_like(gu) if out is None else out
+    arrays = [_rows(a, w) for a, w in ((dy, F), (gu, 2 * F), (sig, F), (dgu, 2 * F))]
+    if gu.ndim < 2 or any(a is None for a in arrays):
+        _swiglu_grad_rows(dy, gu, sig, dgu)
+    else:  # large inputs in cache-sized row chunks (same values)
+        dy2, gu2, sig2, dgu2 = arrays
+        _by_chunks(lambda lo, hi: _swiglu_grad_rows(dy2[lo:hi], gu2[lo:hi], sig2[lo:hi], dgu2[lo:hi]),
+                   len(gu2), F)
+    return dgu
+
+
+def _swiglu_grad_rows(dy, gu, sig, dgu):
+    F = gu.shape[-1] // 2
     gate, up = gu[..., :F], gu[..., F:]
-    dgu = np.empty_like(gu)
-    silu = gate * sig
+    silu = np.multiply(gate, sig, out=dgu[..., :F])  # the gate half is scratch until the end
     np.multiply(dy, silu, out=dgu[..., F:])
     d = np.subtract(1.0, sig)
     d *= gate
@@ -616,7 +646,6 @@ def swiglu_backward(dy, cache):
     d *= sig
     d *= up
     np.multiply(d, dy, out=dgu[..., :F])
-    return dgu
 
 
 def rotary_forward(x, cos, sin, out=None):
@@ -864,28 +893,77 @@ def gelu_row_inplace(u, t):
     return u
 
 
-def grouped_attention_backward(dy, cache):
+def grouped_attention_backward(dy, cache, out=None, q_block=64):
     """Gradients of :func:`grouped_attention_forward`: returns (dq, dk, dv).
+
+    Parameters
+    ----------
+    dy : (B, Tq, H hd)
+        Gradient of the output.
+    cache : tuple
+        From :func:`grouped_attention_forward`.
+    out : (dq, dk, dv), optional
+        Arrays (B, H, Tq, hd), (B, Hkv, Tk, hd), (B, Hkv, Tk, hd) receiving the gradients
+        (any strides with unit last stride, e.g. views into a fused ``[q | k | v]``
+        gradient); an entry None is allocated.
+    q_block : int
+        Queries (and keys) per block.
 
     Notes
     -----
     dP = dy vᵀ, dv = Σ_group Pᵀ dy, dS = P ∘ (dP - Σ_j dP∘P) / sqrt(hd), dq = dS k,
-    dk = Σ_group dSᵀ q.
+    dk = Σ_group dSᵀ q. P is zero above the causal diagonal, so one sequence at a time,
+    each query block reads only the keys it sees (dP, dS, dq) and each key block only the
+    queries that see it (dv, dk): ~5/8 of the full-square work at T = 4 q_block, and dS
+    lives in one (H, Tq, Tk) buffer instead of a (B, H, Tq, Tk) temporary per step.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> q, kv = rng.standard_normal((1, 2, 3, 4)), rng.standard_normal((1, 1, 3, 4))
+    >>> _, cache = grouped_attention_forward(q, kv, kv)  # 2 query heads share 1 key/value head
+    >>> [g.shape for g in grouped_attention_backward(np.ones((1, 3, 8)), cache)]
+    [(1, 2, 3, 4), (1, 1, 3, 4), (1, 1, 3, 4)]
     """
     q, k, v, probs = cache
     B, H, Tq, hd = q.shape
     Hkv, Tk = k.shape[1], k.shape[2]
-    G = H // Hkv
+    G, off = H // Hkv, Tk - Tq
+    dq, dk, dv = (None, None, None) if out is None else out
+    dq, dk, dv = (np.empty(a.shape, a.dtype) if o is None else o for o, a in ((dq, q), (dk, k), (dv, v)))
     dyg = dy.reshape(B, Tq, Hkv, G, hd).transpose(0, 2, 3, 1, 4)  # (B, Hkv, G, Tq, hd)
-    pg = probs.reshape(B, Hkv, G, Tq, Tk)
-    dP = np.matmul(dyg, v.transpose(0, 1, 3, 2)[:, :, None])  # (B, Hkv, G, Tq, Tk)
-    dv = np.matmul(pg.transpose(0, 1, 2, 4, 3), dyg)  # (B, Hkv, G, Tk, hd)
-    dot = np.einsum("bkgij,bkgij->bkgi", dP, pg)[..., None]
+    qg, pg = q.reshape(B, Hkv, G, Tq, hd), probs.reshape(B, Hkv, G, Tq, Tk)
+    dqg = np.reshape(dq, (B, Hkv, G, Tq, hd), copy=False)  # a view (copy=False raises otherwise)
+    dS = np.zeros((Hkv, G, Tq, Tk), dtype=dy.dtype)  # one sequence's dP / dS; the cells no
+    # block writes (above the diagonal) stay 0 for every sequence, as P is there
+    for b in range(B):
+        for q0 in range(0, Tq, q_block):  # queries q0..q1 see keys 0..off + q1
+            q1 = min(q0 + q_block, Tq)
+            s = np.matmul(dyg[b, :, :, q0:q1], v[b, :, None, :off + q1].transpose(0, 1, 3, 2),
+                          out=dS[:, :, q0:q1, :off + q1])  # dP (Hkv, G, tq, n)
+            _softmax_grad_block(s, pg[b, :, :, q0:q1, :off + q1])
+            np.matmul(s, k[b, :, None, :off + q1], out=dqg[b, :, :, q0:q1])
+        for k0 in range(0, Tk, q_block):  # keys k0..k1 are seen by queries i0..Tq
+            k1, i0 = min(k0 + q_block, Tk), max(k0 - off, 0)
+            _grouped_key_grad(pg[b, :, :, i0:, k0:k1], dyg[b, :, :, i0:], dv[b, :, k0:k1])
+            _grouped_key_grad(dS[:, :, i0:, k0:k1], qg[b, :, :, i0:], dk[b, :, k0:k1])
+    scale = 1.0 / math.sqrt(hd)
+    dq *= scale
+    dk *= scale
+    return dq, dk, dv
+
+
+def _softmax_grad_block(dP, P):
+    """dP <- P ∘ (dP - Σ_j dP∘P) in place, over the last axis (rows of one block)."""
+    dot = np.einsum("...ij,...ij->...i", dP, P)[..., None]
     dP -= dot
-    dP *= pg
-    dP *= 1.0 / math.sqrt(hd)
-    dq = np.matmul(dP, k[:, :, None]).reshape(B, H, Tq, hd)
-    dk = np.matmul(dP.transpose(0, 1, 2, 4, 3), q.reshape(B, Hkv, G, Tq, hd))  # (B, Hkv, G, Tk, hd)
-    if G > 1:
-        return dq, dk.sum(axis=2), dv.sum(axis=2)
-    return dq, dk[:, :, 0], dv[:, :, 0]
+    dP *= P
+
+
+def _grouped_key_grad(S, X, out):
+    """out (Hkv, kb, hd) = Σ_group Sᵀ X for S (Hkv, G, n, kb), X (Hkv, G, n, hd)."""
+    St = S.transpose(0, 1, 3, 2)  # (Hkv, G, kb, n)
+    if S.shape[1] == 1:
+        np.matmul(St[:, 0], X[:, 0], out=out)
+    else:
+        np.sum(np.matmul(St, X), axis=1, out=out)

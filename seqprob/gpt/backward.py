@@ -13,10 +13,10 @@ import numpy as np
 from .. import _parallel, nn
 from ..errors import InputError
 from ..vocab import check_ids
-from .block import block_backward, block_forward, norm_backward, norm_forward
+from .block import TrainBuffers, block_backward, block_forward, norm_backward, norm_forward
 from .params import FlatParams, block_shapes, param_shapes
 
-__all__ = ["loss_and_grads", "check_train_batch"]
+__all__ = ["loss_and_grads", "check_train_batch", "release_buffers"]
 
 
 MIN_SHARD_WORK = 1 << 16  # elements of the (rows, n_embd) stream per shard below which one
@@ -46,13 +46,15 @@ def loss_and_grads(model, batch, mask=None, rng=None):
     n = 1 if drop is not None else _parallel.shard_threads(B, B * T * model.config.n_embd,
                                                            MIN_SHARD_WORK)
     if n == 1:
-        return _forward_backward(model, batch, mask, total, g, model._block_grads, drop), g
+        return _forward_backward(model, batch, mask, total, g, model._block_grads, drop,
+                                 _step_buffers(model, 0)), g
     buffers = [(model._gflat, model._block_grads)] + _extra_grad_buffers(model, n - 1)
     masks = None if mask is None else mask.reshape(B, T)
     tasks = [functools.partial(_forward_backward, model, batch[lo:hi],
                                None if masks is None else masks[lo:hi].reshape(-1), total,
-                               flat.arrays, block_grads, None)
-             for (lo, hi), (flat, block_grads) in zip(_parallel.shard_bounds(B, n), buffers)]
+                               flat.arrays, block_grads, None, _step_buffers(model, shard))
+             for shard, ((lo, hi), (flat, block_grads))
+             in enumerate(zip(_parallel.shard_bounds(B, n), buffers))]
     with _parallel.single_threaded_blas():
         losses = _parallel.run_tasks(tasks)
     _sum_into(model._gflat.flat, [flat.flat for flat, _ in buffers[1:]])
@@ -72,6 +74,24 @@ def _extra_grad_buffers(model, count: int) -> list:
     return buffers[:count]
 
 
+def _step_buffers(model, shard: int) -> list:
+    """The reused arrays of shard ``shard``'s steps (kept on the model): one
+    :class:`~seqprob.gpt.block.TrainBuffers` per layer (forward caches), then one for the
+    rest (embedding, final norm, logits, the backward's scratch)."""
+    store = model.__dict__.setdefault("_train_buffers", [])
+    while len(store) <= shard:
+        store.append([TrainBuffers(model.dtype) for _ in range(model.config.n_layer + 1)])
+    return store[shard]
+
+
+def release_buffers(model) -> None:
+    """Free the arrays that training steps keep on ``model`` for the next step (activations,
+    caches and gradient scratch of the last batch shape, plus the extra gradient buffers of
+    sharded steps); the next step allocates them again."""
+    model.__dict__.pop("_train_buffers", None)
+    model.__dict__.pop("_shard_grads", None)
+
+
 def _sum_into(out, others) -> None:
     """out += each of ``others`` (1-D, same size), in blocks over the thread pool."""
     def add(lo, hi):
@@ -81,29 +101,32 @@ def _sum_into(out, others) -> None:
     _parallel.for_row_blocks(add, out.size, out.size * len(others))
 
 
-def _forward_backward(model, batch, mask, total, g, block_grads, drop):
+def _forward_backward(model, batch, mask, total, g, block_grads, drop, buffers):
     """Forward and backward of the (b, T+1) ``batch`` (targets weighted 1 / ``total``): the
-    gradients are written into ``g`` / ``block_grads``; returns this batch's share of the loss."""
+    gradients are written into ``g`` / ``block_grads``; returns this batch's share of the loss.
+    ``buffers``: the reused arrays of :func:`_step_buffers`."""
     inputs, targets = batch[:, :-1], batch[:, 1:]
     B, T = inputs.shape
     cfg, p = model.config, model.params
-    x, emb_cache = nn.embedding_forward(inputs, p["wte"])  # (B, T, C)
+    top, C = buffers[-1], cfg.n_embd
+    x, emb_cache = nn.embedding_forward(inputs, p["wte"], out=top("x", (B, T, C)))  # (B, T, C)
     if "wpe" in p:
         x += p["wpe"][:T]
     x, d0 = nn.dropout_forward(x, cfg.dropout, drop)
     caches = []
-    for block in model._block_params:
-        x, cache = block_forward(x, block, cfg, model._rope, drop=drop)
+    for block, layer_buffers in zip(model._block_params, buffers):
+        x, cache = block_forward(x, block, cfg, model._rope, drop=drop, buffers=layer_buffers)
         caches.append(cache)
-    hf, ln_cache = norm_forward(x, p, "ln_f", cfg)
+    hf, ln_cache = norm_forward(x, p, "ln_f", cfg, buffers=top)
     h2 = hf.reshape(B * T, -1)  # (N, C)
     w_u = model._w_u
-    logits = np.matmul(h2, w_u.T)  # (N, V)
+    logits = np.matmul(h2, w_u.T, out=top("logits", (B * T, w_u.shape[0])))  # (N, V)
     loss, dlogits = nn.cross_entropy_fused(logits, targets.reshape(-1), mask, count=total)  # in place
     np.matmul(dlogits.T, h2, out=g["wte"] if cfg.tie_weights else g["lm_head.w"])
-    dx = norm_backward((dlogits @ w_u).reshape(B, T, -1), ln_cache, g, "ln_f", cfg)
+    dx = np.matmul(dlogits, w_u, out=top("d.x", (B * T, C))).reshape(B, T, C)
+    dx = norm_backward(dx, ln_cache, g, "ln_f", cfg, out=dx)
     for layer in reversed(range(cfg.n_layer)):
-        dx = block_backward(dx, caches.pop(), block_grads[layer], cfg, model._rope)
+        dx = block_backward(dx, caches.pop(), block_grads[layer], cfg, model._rope, scratch=top)
     dx = nn.dropout_backward(dx, d0)
     if "wpe" in g:
         np.sum(dx, axis=0, out=g["wpe"][:T])
