@@ -742,6 +742,11 @@ def log_softmax_row(u, tmp=None):
     Notes
     -----
     log_softmax(u)_v = u_v - m - log Σ_w exp(u_w - m), m = max_w u_w.
+
+    Examples
+    --------
+    >>> np.exp(log_softmax_row(np.log(np.array([1.0, 3.0])))).tolist()
+    [0.25, 0.75]
     """
     u -= np.maximum.reduce(u)  # NaN propagates to every entry
     u -= np.log(np.add.reduce(np.exp(u, out=tmp)))

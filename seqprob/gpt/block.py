@@ -360,7 +360,8 @@ def _attention_row(h, L, K, V, pos, ws):
         nn.rotary_forward(ws.qk, cos[pos], sin[pos], out=ws.qk_rot)  # (H + Hkv, hd)
     K[:, pos], V[:, pos] = k, ws.v
     n = pos + 1
-    s = ws.s[:q.size // q.shape[-1] * n].reshape(q.shape[0], q.shape[1], n)  # (Hkv, G, n), contiguous
+    Hkv, G = ws.s_max.shape[:2]
+    s = ws.s[:Hkv * G * n].reshape(Hkv, G, n)  # contiguous
     np.matmul(q, K[:, :n].transpose(0, 2, 1), out=s)
     s *= ws.scale
     m = np.maximum.reduce(s, axis=2, keepdims=True, out=ws.s_max)  # (Hkv, G, 1)
