@@ -3,7 +3,7 @@
 Run (torch is a benchmark-only dependency, never a seqprob one)::
 
     PYTHONPATH=. /work/bench/venv/bin/python benchmarks/bench_transformer.py \
-        [--threads 1 2] [--runs 7] [--warmups 2] [--repeats 3] [--cpus 0,1]
+        [--threads 1 2] [--runs 7] [--warmups 2] [--repeats 3] [--cpus 0,1] [--decode-only]
 
 Method (see benchmarks/_harness.py and benchmarks/README.md): config "small" (4 layers,
 4 heads, d 256, context 256, vocab 4096), float32 weights written once to a file that both
@@ -17,7 +17,8 @@ Rows: forward 8 x 256 (log-probs, no grad) vs torch eager with manual attention,
 torch's fused ``scaled_dot_product_attention``; cached decode, batch 1, a 1-token prefix and
 256 new greedy tokens, vs torch with a hand-written preallocated KV cache; float32 matmul
 peak (4096 x 768 x 3072) measured the same way on each side, each seqprob forward as a
-percentage of numpy's peak.
+percentage of numpy's peak. ``--decode-only`` times the cached-decode row alone (same method,
+a shorter run for decoding work).
 """
 from __future__ import annotations
 
@@ -81,6 +82,8 @@ def seqprob_child(args) -> dict:
         np.save(Path(args.out) / "seqprob_logprobs.npy", model.logprobs(ids))
         return {**info, "greedy": seqprob_generate(model, [0], NEW)}
     r, w = args.runs, args.warmups
+    if args.decode_only:
+        return {**info, "decode": H.timeit(lambda: seqprob_generate(model, [0], NEW), r, w)}
     return {**info, "matmul": H.numpy_matmul_peak(r, w),
             "forward": H.timeit(lambda: model.logprobs(ids), r, w),
             "decode": H.timeit(lambda: seqprob_generate(model, [0], NEW), r, w)}
@@ -100,6 +103,8 @@ def torch_child(args) -> dict:
             np.save(Path(args.out) / "torch_logprobs.npy", TG.logprobs(P, tids, cfg).numpy())
             return {**info, "greedy": TG.generate(P, [0], NEW, cfg)}
         r, w = args.runs, args.warmups
+        if args.decode_only:
+            return {**info, "decode": H.timeit(lambda: TG.generate(P, [0], NEW, cfg), r, w)}
         return {**info, "matmul": H.torch_matmul_peak(r, w),
                 "forward": H.timeit(lambda: TG.logprobs(P, tids, cfg), r, w),
                 "forward_sdpa": H.timeit(lambda: TG.logprobs(P, tids, cfg, sdpa=True), r, w),
@@ -119,7 +124,8 @@ def write_weights(folder: Path) -> str:
 
 def child_args(args, side: str, threads: int, weights: str, folder: Path, check: bool) -> list:
     return ["--side", side, "--threads", threads, "--runs", args.runs, "--warmups", args.warmups,
-            "--weights", weights, "--out", folder, *(["--check"] if check else [])]
+            "--weights", weights, "--out", folder, *(["--check"] if check else []),
+            *(["--decode-only"] if args.decode_only else [])]
 
 
 def correctness(args, weights: str, folder: Path) -> None:
@@ -143,6 +149,8 @@ def main(argv=None) -> None:
     ap.add_argument("--weights", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--decode-only", action="store_true",
+                    help="time only the cached-decode row (no forward, no matmul peak)")
     args = ap.parse_args(argv)
     if args.child:
         H.emit((seqprob_child if args.side == "seqprob" else torch_child)(args))
@@ -154,13 +162,18 @@ def main(argv=None) -> None:
           f"{args.warmups} warm-ups, {args.runs} runs, {args.repeats} repeats; weights {weights}")
     correctness(args, weights, folder)
     def describe(rep, thr, pair):
-        for key in ("forward", "decode"):
+        for key in [k for k in ("forward", "decode") if k in pair[0]]:
             print(f"  repeat {rep + 1} {thr} thr {key:<8} seqprob {H.fmt_timing(pair[0][key])}  "
                   f"torch {H.fmt_timing(pair[1][key])}")
 
     results = H.run_pairs(__file__, args, lambda side, thr: child_args(args, side, thr, weights, folder, False),
                           describe)
     print()
+    if args.decode_only:
+        H.ratio_table([(f"cached decode +{NEW} (batch 1)", "decode", "decode", None)], results,
+                      args.threads, peak_key=None)
+        H.save_json(args.json, results)
+        return
     fwd = forward_flops()
     H.ratio_table([(f"forward {B}x{T} vs torch eager", "forward", "forward", fwd),
                    (f"forward {B}x{T} vs torch SDPA", "forward", "forward_sdpa", fwd),

@@ -63,12 +63,28 @@ def test_row_kernels_with_buffers_equal_the_batched_kernels(C, seed, bias):
     out, tmp = np.empty(C), np.empty(C)
     want, _ = nn.layer_norm_forward(x[None], g, b, 1e-5)
     np.testing.assert_allclose(nn.layer_norm_row(x, g, b, 1e-5, out=out, tmp=tmp), want[0], atol=1e-12)
+    np.testing.assert_allclose(nn.layer_norm_row(x, g, b, 1e-5, out=out, tmp=tmp, ones=np.ones(C)),
+                               want[0], atol=1e-12)  # the mean as a dot product
     want, _ = nn.rms_norm_forward(x[None], g, 1e-6)
     np.testing.assert_allclose(nn.rms_norm_row(x, g, 1e-6, out=out, tmp=tmp), want[0], atol=1e-12)
     want, _ = nn.gelu_forward(x)
     u = x.copy()
     assert nn.gelu_row_inplace(u, tmp) is u
     np.testing.assert_allclose(u, want, atol=1e-15)
+
+
+@given(V=st.integers(1, 300), seed=st.integers(0, 99), scale=st.sampled_from([1e-3, 1.0, 1e3]),
+       dtype=st.sampled_from([np.float32, np.float64]), buffer=st.booleans())
+def test_log_softmax_row_equals_the_batched_kernel_bit_for_bit(V, seed, scale, dtype, buffer):
+    u = (np.random.default_rng(seed).standard_normal(V) * scale).astype(dtype)
+    want = nn.log_softmax_inplace(u[None].copy())[0]
+    got = nn.log_softmax_row(u.copy(), np.empty(V, dtype) if buffer else None)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_log_softmax_row_propagates_nan_to_every_entry():
+    assert np.isnan(nn.log_softmax_row(np.array([0.0, np.nan, 1.0]))).all()
 
 
 def test_interleaved_branches_do_not_share_buffers():
@@ -153,3 +169,26 @@ def test_small_models_step_on_one_blas_thread_and_restore_the_setting(monkeypatc
             model.step(state, 2)
         assert blas_threads() == outside  # restored when the step fails too
     assert seen == [[1] * len(outside) if small else outside]
+
+
+@settings(max_examples=examples(10), deadline=None)
+@given(a=archs, data=st.data())
+def test_decoding_to_the_full_block_equals_the_uncached_forward(a, data):
+    """Every slot count 1 .. block_size (the score buffer at every length, then the window
+    slide past it) gives the uncached forward's rows."""
+    model = arch_model(a, block=6)
+    ids = np.random.default_rng(a["seed"]).integers(0, 11, data.draw(st.integers(6, 9)))
+    rows, _ = decode_rows(model, ids)
+    np.testing.assert_allclose(rows, model.logprobs(ids, stride=1), atol=1e-9)
+
+
+def test_one_and_two_blas_threads_decode_the_same_bits():
+    """A small model steps on one BLAS thread whatever the setting: same bits at 1 and 2."""
+    from threadpoolctl import threadpool_limits
+    model = GPT(GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=4, n_embd=32), seed=0)
+    ids = np.arange(14) * 5 % 64
+    rows = []
+    for threads in (1, 2):
+        with threadpool_limits(limits=threads, user_api="blas"):
+            rows.append(decode_rows(model, ids)[0])
+    np.testing.assert_array_equal(rows[0], rows[1])

@@ -17,8 +17,10 @@ Threads: a step of a small model (every block matrix under :data:`SMALL_GEMV` el
 config "small") runs BLAS on one thread (:data:`one_blas_thread`, the setting restored after
 the step; so does the one-row unembedding that ends ``start``): its GEMVs are too small for OpenBLAS to split, except the unembedding, and waking
 BLAS's worker for that one call was measured to cost more than it saves (under load: 0.28-0.35 s
-against 0.39 s for +256 tokens at 2 threads). Larger models (GPT-2 124M) keep BLAS's threads,
-which split their large GEMVs.
+against 0.39 s for +256 tokens at 2 threads; a second round measured BLAS on two threads 3-4x
+slower, and a persistent worker thread splitting each GEMV slower too: see
+docs/performance.md and benchmarks/probe_gemv_split.py). Larger models (GPT-2 124M) keep
+BLAS's threads, which split their large GEMVs.
 """
 from __future__ import annotations
 
@@ -115,9 +117,9 @@ def start_ids(model, ids: np.ndarray, n_seen: int) -> GPTState:
     cache.ids[:T], cache.length = ctx, T
     if cache.plan.small:  # one row: no BLAS worker woken (it would spin through the steps)
         with one_blas_thread:
-            row = unembed_row(cache.plan, h[0, -1])
+            row = unembed_row(cache.plan, h[0, -1], cache.ws.e)
     else:
-        row = unembed_row(cache.plan, h[0, -1])
+        row = unembed_row(cache.plan, h[0, -1], cache.ws.e)
     return _state(model, row, T, n_seen, cache)
 
 
@@ -161,12 +163,13 @@ def decode_one(cache: _KVCache, pos: int, tok: int) -> np.ndarray:
         np.add(plan.wte[tok], plan.wpe[pos], out=x)
     for layer, (K, V) in zip(plan.layers, cache.kv):
         block_step(x, layer, K, V, pos, ws)
-    return unembed_row(plan, norm_row(x, plan.ln_f_g, plan.ln_f_b, ws))
+    return unembed_row(plan, norm_row(x, plan.ln_f_g, plan.ln_f_b, ws), ws.e)
 
 
-def unembed_row(plan: _Plan, h: np.ndarray) -> np.ndarray:
-    """log-softmax(W_U h) of one final-normed row h (C,): a new (V,) array."""
-    return nn.log_softmax_inplace(np.dot(plan.w_u, h))  # (V,)
+def unembed_row(plan: _Plan, h: np.ndarray, tmp: np.ndarray | None = None) -> np.ndarray:
+    """log-softmax(W_U h) of one final-normed row h (C,): a new (V,) array (``tmp`` (V,): an
+    optional scratch buffer)."""
+    return nn.log_softmax_row(np.dot(plan.w_u, h), tmp)  # (V,)
 
 
 class _OneBlasThread:
@@ -174,6 +177,8 @@ class _OneBlasThread:
     restored when the last concurrent step ends (threadpoolctl's controllers, found once).
 
     The setting is process-wide: BLAS calls of other threads during a step also run on one.
+    Per step it costs one query of each library's thread count (its ``get_num_threads``,
+    bound once); a library already on one thread is neither set nor restored.
     """
 
     def __init__(self):
@@ -183,25 +188,25 @@ class _OneBlasThread:
     def _controllers(self) -> list:
         if self._libs is None:
             from threadpoolctl import ThreadpoolController
-            self._libs = ThreadpoolController().select(user_api="blas").lib_controllers
+            self._libs = [(lib.get_num_threads, lib.set_num_threads) for lib in
+                          ThreadpoolController().select(user_api="blas").lib_controllers]
         return self._libs
 
     def __enter__(self):
         with self._lock:
             if self._depth == 0:
-                self._saved = [(lib, lib.get_num_threads()) for lib in self._controllers()]
-                for lib, n in self._saved:
-                    if n is not None and n != 1:
-                        lib.set_num_threads(1)
+                self._saved = [(set_num, n) for get_num, set_num in self._controllers()
+                               if (n := get_num()) is not None and n != 1]
+                for set_num, _ in self._saved:
+                    set_num(1)
             self._depth += 1
 
     def __exit__(self, *exc):
         with self._lock:
             self._depth -= 1
             if self._depth == 0:
-                for lib, n in self._saved:
-                    if n is not None and n != 1:
-                        lib.set_num_threads(n)
+                for set_num, n in self._saved:
+                    set_num(n)
 
 
 one_blas_thread = _OneBlasThread()  #: shared by every model: steps may run in several threads
