@@ -83,6 +83,28 @@ def add_common_args(ap) -> None:
     ap.add_argument("--child", action="store_true", help="internal: run one side")
 
 
+def paired_args(description: str, argv, children: dict, extra=None):
+    """Parse the options of a seqprob/torch paired script (the common ones, the hidden child
+    ones, and those ``extra(ap)`` adds). In a child (``--child``), run ``children[args.side]``,
+    print its JSON and return None; in the parent, return the options."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=description)
+    add_common_args(ap)
+    ap.add_argument("--side", choices=list(children), help=argparse.SUPPRESS)
+    ap.add_argument("--weights", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    ap.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
+    if extra is not None:
+        extra(ap)
+    args = ap.parse_args(argv)
+    if args.child:
+        emit(children[args.side](args))
+        return None
+    warn_if_short(args)
+    return args
+
+
 def warn_if_short(args) -> None:
     if args.runs < 7 or args.warmups < 2 or args.repeats < 3:
         print(f"NOTE: runs {args.runs}, warm-ups {args.warmups}, repeats {args.repeats} is a smoke "

@@ -18,7 +18,6 @@ its sign, so float32 rounding can show there).
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -140,17 +139,9 @@ def correctness(args, weights: str, folder: Path) -> None:
 def main(argv=None) -> None:
     from bench_transformer import write_weights
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    H.add_common_args(ap)
-    ap.add_argument("--side", choices=["seqprob", "torch"], help=argparse.SUPPRESS)
-    ap.add_argument("--weights", help=argparse.SUPPRESS)
-    ap.add_argument("--out", help=argparse.SUPPRESS)
-    ap.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if args.child:
-        H.emit((seqprob_child if args.side == "seqprob" else torch_child)(args))
+    args = H.paired_args(__doc__.splitlines()[0], argv, {"seqprob": seqprob_child, "torch": torch_child})
+    if args is None:
         return
-    H.warn_if_short(args)
     folder = H.workdir()
     weights = write_weights(folder)
     print(f"training step, config small {H.SMALL}, batch {B}x{T}, float32, lr {LR}; {args.warmups} "

@@ -22,7 +22,6 @@ a shorter run for decoding work).
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -143,19 +142,11 @@ def correctness(args, weights: str, folder: Path) -> None:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    H.add_common_args(ap)
-    ap.add_argument("--side", choices=["seqprob", "torch"], help=argparse.SUPPRESS)
-    ap.add_argument("--weights", help=argparse.SUPPRESS)
-    ap.add_argument("--out", help=argparse.SUPPRESS)
-    ap.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--decode-only", action="store_true",
-                    help="time only the cached-decode row (no forward, no matmul peak)")
-    args = ap.parse_args(argv)
-    if args.child:
-        H.emit((seqprob_child if args.side == "seqprob" else torch_child)(args))
+    args = H.paired_args(__doc__.splitlines()[0], argv, {"seqprob": seqprob_child, "torch": torch_child},
+                         lambda ap: ap.add_argument("--decode-only", action="store_true", help="time only "
+                                                    "the cached-decode row (no forward, no matmul peak)"))
+    if args is None:
         return
-    H.warn_if_short(args)
     folder = H.workdir()
     weights = write_weights(folder)
     print(f"config small {H.SMALL}, forward {B}x{T}, decode +{NEW} tokens (batch 1), float32; "
