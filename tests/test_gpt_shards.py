@@ -43,6 +43,25 @@ def blas_threads():
     return [lib["num_threads"] for lib in _parallel.blas_controller().info()]
 
 
+def blas_rows_do_not_depend_on_the_row_count():
+    """Whether this BLAS gives a row of a float32 GEMM the same bits in a 300-row and a 150-row
+    call. OpenBLAS's kernels differ: some do (so the split forward is bit-identical), some
+    (0.3.31 Haswell kernels on AMD EPYC) round a row differently by the row count."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((300, 32), dtype=np.float32)
+    b = rng.standard_normal((32, 96), dtype=np.float32)
+    return np.array_equal(a @ b, np.concatenate([a[:150] @ b, a[150:] @ b]))
+
+
+def assert_same_as_one_thread(many, one):
+    """Bit-identical where the BLAS rounds a row whatever the row count, else float32 rounding."""
+    for x, y in zip(one, many):
+        if blas_rows_do_not_depend_on_the_row_count():
+            np.testing.assert_array_equal(y, x)
+        else:
+            np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-5)
+
+
 def forward_outputs(model, ids, threads):
     _parallel.set_num_threads(threads)
     return model.logprobs(ids), model.token_logprobs(ids), model.logits(ids)
@@ -67,8 +86,7 @@ def test_sharded_forward_is_bit_identical_on_a_real_shape(shard_calls):
     assert shard_calls == []
     many = forward_outputs(model, ids, 2)
     assert shard_calls == [2, 2, 2]
-    for x, y in zip(one, many):
-        np.testing.assert_array_equal(y, x)
+    assert_same_as_one_thread(many, one)
 
 
 def grads_at(model, batch, mask, threads):
@@ -180,8 +198,7 @@ def test_stage_split_is_bit_identical_on_a_real_shape(shard_calls, kv_heads):
     one = forward_outputs(model, ids, 1)
     many = forward_outputs(model, ids, 2)
     assert shard_calls == [2, 2, 2]
-    for x, y in zip(one, many):
-        np.testing.assert_array_equal(y, x)
+    assert_same_as_one_thread(many, one)
 
 
 def test_attention_parts_cover_heads_or_rows_once():
