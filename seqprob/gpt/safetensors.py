@@ -168,10 +168,14 @@ def _read_tensor(handle, entry, start) -> np.ndarray:
     dtype_name, shape, (begin, end) = entry["dtype"], entry["shape"], entry["data_offsets"]
     dtype = DTYPES[dtype_name]
     handle.seek(start + begin)
-    arr = np.frombuffer(handle.read(end - begin), dtype=dtype).reshape(shape)
+    arr = np.empty(shape, dtype=dtype)  # the file's bytes go straight here: one copy, no bytes object
+    got = handle.readinto(arr.reshape(-1).view(np.uint8)) if arr.nbytes else 0
+    if got != end - begin:  # the header was checked against the file: it changed under us
+        raise CheckpointError(f"{handle.name!r} ended inside a tensor ({got} of {end - begin} bytes read)",
+                              path=handle.name)
     if dtype_name == "BF16":
-        arr = (arr.astype(np.uint32) << 16).view(np.float32)
-    return arr.astype(arr.dtype.newbyteorder("="), copy=True)
+        return (arr.astype(np.uint32) << 16).view(np.float32)
+    return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
 
 
 def save_file(tensors: dict, path, metadata: dict | None = None) -> None:
