@@ -321,7 +321,19 @@ class _Taker:
         return value
 
 
-def _llama_params(tensors: dict, where: dict, config, kind: str) -> dict:
+def _fused(dest: dict | None, name: str, parts: list) -> np.ndarray:
+    """``parts`` side by side along the last axis: written straight into the model's array
+    ``dest[name]`` when given (no concatenated copy for ``load_params`` to copy again)."""
+    if dest is None or name not in dest:
+        return np.concatenate(parts, axis=-1)
+    out, lo = dest[name], 0
+    for part in parts:
+        out[..., lo:lo + part.shape[-1]] = part
+        lo += part.shape[-1]
+    return out
+
+
+def _llama_params(tensors: dict, where: dict, config, kind: str, dest: dict | None = None) -> dict:
     take = _Taker(tensors, where, kind)
     C, F, hd = config.n_embd, config.mlp_width, config.head_dim
     nq, nk = config.n_head * hd, config.kv_heads * hd
@@ -333,7 +345,7 @@ def _llama_params(tensors: dict, where: dict, config, kind: str) -> dict:
         out[dst + "ln_1.g"] = take(pre + "input_layernorm.weight", (C,))
         out[dst + "ln_2.g"] = take(pre + "post_attention_layernorm.weight", (C,))
         q, k, v = (take(attn + f"{n}_proj.weight", (w, C)) for n, w in (("q", nq), ("k", nk), ("v", nk)))
-        out[dst + "attn.c_attn.w"] = np.concatenate([q.T, k.T, v.T], axis=1)  # (C, nq + 2 nk)
+        out[dst + "attn.c_attn.w"] = _fused(dest, dst + "attn.c_attn.w", [q.T, k.T, v.T])  # (C, nq + 2 nk)
         if config.has_qkv_bias:
             out[dst + "attn.c_attn.b"] = np.concatenate(
                 [take(attn + f"{n}_proj.bias", (w,)) for n, w in (("q", nq), ("k", nk), ("v", nk))])
@@ -341,7 +353,8 @@ def _llama_params(tensors: dict, where: dict, config, kind: str) -> dict:
         if config.bias:
             out[dst + "attn.c_proj.b"] = take(attn + "o_proj.bias", (C,))
         gate, up = take(mlp + "gate_proj.weight", (F, C)), take(mlp + "up_proj.weight", (F, C))
-        out[dst + "mlp.c_fc.w"] = np.concatenate([gate.T, up.T], axis=1)  # (C, 2F)
+        del q, k, v  # read once: the file's arrays go as soon as they are copied
+        out[dst + "mlp.c_fc.w"] = _fused(dest, dst + "mlp.c_fc.w", [gate.T, up.T])  # (C, 2F)
         out[dst + "mlp.c_proj.w"] = take(mlp + "down_proj.weight", (C, F)).T
         if config.has_mlp_bias:
             out[dst + "mlp.c_fc.b"] = np.concatenate([take(mlp + "gate_proj.bias", (F,)),
@@ -389,11 +402,11 @@ _SKIP = {"gpt2": lambda k: _gpt2_name(k) is None,
          "gpt_neox": lambda k: k.endswith(("attention.bias", "attention.masked_bias", "rotary_emb.inv_freq"))}
 
 
-def _params(kind: str, tensors: dict, where: dict, config, hf: dict) -> dict:
+def _params(kind: str, tensors: dict, where: dict, config, hf: dict, dest: dict | None = None) -> dict:
     if kind == "gpt2":
         return _gpt2_params(tensors, where, config, hf)
     out = _neox_params(tensors, where, config) if kind == "gpt_neox" else \
-        _llama_params(tensors, where, config, kind)
+        _llama_params(tensors, where, config, kind, dest)
     if tensors:
         names = sorted(tensors)
         raise CheckpointError(f"the {kind} checkpoint has tensors seqprob does not use: {names[:5]} "
@@ -446,13 +459,14 @@ def from_hf(path, dtype: str = "float32", tokenizer=None, cls=None):
     files = [path] if path.is_file() else _shards(folder)
     tensors, where = _read_all(files, _SKIP[kind])
     _check_finite(tensors)
-    params = _params(_kind(hf), tensors, where, config, hf)
-    del tensors  # the file's arrays; ``params`` holds what the model keeps
-    if config.tie_weights:
-        params.pop("lm_head.w", None)
     special = {k: hf.get(k) for k in ("bos_token_id", "eos_token_id")}
     special = {k: v if isinstance(v, int) and 0 <= v < config.vocab_size else None for k, v in special.items()}
     model = cls(config, seed=0, _init=False, bos_id=special["bos_token_id"], eos_id=special["eos_token_id"])
+    # fused matrices (q|k|v, gate|up) are written straight into the model's arrays
+    params = _params(_kind(hf), tensors, where, config, hf, dest=model.params)
+    del tensors  # the file's arrays; ``params`` holds what the model keeps
+    if config.tie_weights:
+        params.pop("lm_head.w", None)
     model.load_params(params, strict=True)  # every parameter: nothing is left at zero
     if tokenizer is not None:
         model.tokenizer = tokenizer

@@ -166,7 +166,7 @@ class GPT(BaseLanguageModel):
             raise CheckpointError(f"parameter names do not match the config: missing {missing[:5]}, "
                                   f"unexpected {extra[:5]}", missing=missing, unexpected=extra)
         for name, value in arrays.items():
-            if name not in self.params:
+            if name not in self.params or value is self.params[name]:  # already in place (from_hf)
                 continue
             value = np.asarray(value)
             if value.shape != self.params[name].shape:
