@@ -1,0 +1,98 @@
+"""Probe: how fast do the GEMVs of a decoding step stream their weights, and what would the
+unembedding gain in the (C, V) layout?
+
+Run on a quiet machine (numpy only, one process, ~1 minute)::
+
+    OPENBLAS_NUM_THREADS=1 PYTHONPATH=. /work/bench/venv/bin/python benchmarks/probe_decode_bandwidth.py
+
+Prints, in microseconds and GB/s:
+
+- ``cached``: one GEMV matrix timed again and again (it stays in cache), in the two forms a
+  step can use: ``h @ W`` over a (C, N) matrix (BLAS gemv "N": a sum of scaled rows, the form
+  of seqprob's block matrices) and ``W @ h`` over an (N, C) matrix (gemv "T": dot products
+  of rows, the form of the unembedding ``np.dot(W_U, h)`` with W_U (V, C));
+- ``stream``: 22 distinct 256 x 768 matrices in turn (17.3 MB, more than the cache holds),
+  as a decoding step of config "small" reads its 16.8 MB, in both forms;
+- ``decode``: +256 tokens of config "small" with the unembedding as seqprob computes it and
+  with a (C, V) copy of it (``h @ W_Uᵀ``), alternating, 7 rounds, with the largest
+  log-probability difference of the two.
+
+Measured on the AMD EPYC VM (2026-12-02, quiet): cached 38-53 GB/s ("N") and 33-40 GB/s
+("T"); stream 8.0 GB/s ("N") and 5.7 GB/s ("T"); decode median 0.768 s [0.576-0.847] as is
+against 0.601 s [0.453-0.737] with the (C, V) copy, max log-prob difference 9.5e-7. (An
+earlier ad-hoc run of the same code: stream 9.5 / 6.0 GB/s, 10.4 GB/s "N" on two BLAS
+threads; decode 0.568 against 0.504 s.) The step is bound by memory bandwidth, and the
+unembedding's layout costs 11-22% of it; a copy is not used because in-place weight updates
+between steps must be seen (tests/test_gpt_decode.py).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+
+def per_call_us(fn, calls: int) -> float:
+    for _ in range(min(calls, 50)):
+        fn()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+def cached_and_streamed(rng) -> None:
+    for C, N in [(256, 768), (256, 1024), (1024, 256), (256, 4096)]:
+        w = rng.standard_normal((C, N), dtype=np.float32)
+        wt, h, out = np.ascontiguousarray(w.T), rng.standard_normal(C, dtype=np.float32), np.empty(N, np.float32)
+        n_form = per_call_us(lambda: np.dot(h, w, out=out), 2000)
+        t_form = per_call_us(lambda: np.dot(wt, h, out=out), 2000)
+        print(f"cached {C}x{N} ({w.nbytes / 1e6:.2f} MB): h @ W {n_form:.1f} us ({w.nbytes / n_form / 1e3:.1f} GB/s), "
+              f"W @ h {t_form:.1f} us ({w.nbytes / t_form / 1e3:.1f} GB/s)")
+    ws = [rng.standard_normal((256, 768), dtype=np.float32) for _ in range(22)]
+    wts = [np.ascontiguousarray(w.T) for w in ws]
+    h, out, size = rng.standard_normal(256, dtype=np.float32), np.empty(768, np.float32), sum(w.nbytes for w in ws)
+    n_form = per_call_us(lambda: [np.dot(h, w, out=out) for w in ws], 200)
+    t_form = per_call_us(lambda: [np.dot(w, h, out=out) for w in wts], 200)
+    print(f"stream 22 x 256x768 ({size / 1e6:.1f} MB): h @ W {n_form:.0f} us ({size / n_form / 1e3:.1f} GB/s), "
+          f"W @ h {t_form:.0f} us ({size / t_form / 1e3:.1f} GB/s)")
+
+
+def decode_layouts(rounds: int = 7) -> None:
+    from seqprob import nn
+    from seqprob.gpt import GPT, GPTConfig, decode
+
+    model = GPT(GPTConfig(vocab_size=4096, block_size=256, n_layer=4, n_head=4, n_embd=256), seed=0)
+    as_is, w_u_t = decode.unembed_row, np.ascontiguousarray(model._w_u.T)  # (C, V)
+
+    def transposed(plan, h, tmp=None):
+        return nn.log_softmax_row(np.dot(h, w_u_t), tmp)
+
+    def generate():
+        state = model.start(np.asarray([0]))
+        for i in range(256):
+            token = int(np.argmax(state.logprobs))
+            if i < 255:
+                state = model.step(state, token)
+        return state.logprobs
+
+    times = {"as is": [], "(C, V) copy": []}
+    rows = {}
+    try:
+        for _ in range(rounds):
+            for name, fn in (("as is", as_is), ("(C, V) copy", transposed)):
+                decode.unembed_row = fn
+                t0 = time.perf_counter()
+                rows[name] = generate()
+                times[name].append(time.perf_counter() - t0)
+    finally:
+        decode.unembed_row = as_is
+    for name, ts in times.items():
+        print(f"decode +256, unembedding {name}: median {statistics.median(ts):.3f} s [{min(ts):.3f}-{max(ts):.3f}]")
+    print(f"max |log-prob diff| {np.abs(rows['as is'] - rows['(C, V) copy']).max():.2e}")
+
+
+if __name__ == "__main__":
+    cached_and_streamed(np.random.default_rng(0))
+    decode_layouts()
