@@ -12,18 +12,20 @@ Prints, in microseconds and GB/s:
   of seqprob's block matrices) and ``W @ h`` over an (N, C) matrix (gemv "T": dot products
   of rows, the form of the unembedding ``np.dot(W_U, h)`` with W_U (V, C));
 - ``stream``: 22 distinct 256 x 768 matrices in turn (17.3 MB, more than the cache holds),
-  as a decoding step of config "small" reads its 16.8 MB, in both forms;
+  as a decoding step of config "small" reads its 16.8 MB, in both forms; then 5 distinct
+  unembedding-shaped 4096 x 256 matrices, (V, C) as seqprob keeps W_U against a (C, V) copy;
 - ``decode``: +256 tokens of config "small" with the unembedding as seqprob computes it and
   with a (C, V) copy of it (``h @ W_Uᵀ``), alternating, 7 rounds, with the largest
   log-probability difference of the two.
 
-Measured on the AMD EPYC VM (2026-12-02, quiet): cached 38-53 GB/s ("N") and 33-40 GB/s
-("T"); stream 8.0 GB/s ("N") and 5.7 GB/s ("T"); decode median 0.768 s [0.576-0.847] as is
-against 0.601 s [0.453-0.737] with the (C, V) copy, max log-prob difference 9.5e-7. (An
-earlier ad-hoc run of the same code: stream 9.5 / 6.0 GB/s, 10.4 GB/s "N" on two BLAS
-threads; decode 0.568 against 0.504 s.) The step is bound by memory bandwidth, and the
-unembedding's layout costs 11-22% of it; a copy is not used because in-place weight updates
-between steps must be seen (tests/test_gpt_decode.py).
+Measured on the AMD EPYC VM (2026-12-02, quiet): cached 35-53 GB/s in either form; stream
+9.3 GB/s ("N") and 5.2 GB/s ("T") over the 22 block-shaped matrices, and 6.0 GB/s (W_U as
+kept, 697 us) against 19.0 GB/s (a (C, V) copy, 221 us) over the unembedding-shaped ones;
+decode median 0.751 s [0.623-0.856] as is against 0.603 s [0.522-0.730] with the copy, max
+log-prob difference 9.5e-7. The step is bound by memory bandwidth, and the unembedding's
+(V, C) layout makes its GEMV 3x slower than it could be (~20% of a small model's step; at
+GPT-2-124M, whose unembedding is 154 of its 475 MB, most of the step). A copy is not used
+because in-place weight updates between steps must be seen (tests/test_gpt_decode.py).
 """
 from __future__ import annotations
 
@@ -57,6 +59,12 @@ def cached_and_streamed(rng) -> None:
     t_form = per_call_us(lambda: [np.dot(w, h, out=out) for w in wts], 200)
     print(f"stream 22 x 256x768 ({size / 1e6:.1f} MB): h @ W {n_form:.0f} us ({size / n_form / 1e3:.1f} GB/s), "
           f"W @ h {t_form:.0f} us ({size / t_form / 1e3:.1f} GB/s)")
+    w_us = [rng.standard_normal((4096, 256), dtype=np.float32) for _ in range(5)]  # (V, C) as W_U
+    w_uts, out = [np.ascontiguousarray(w.T) for w in w_us], np.empty(4096, np.float32)
+    t_form = per_call_us(lambda: [np.dot(w, h[:256], out=out) for w in w_us], 200) / 5
+    n_form = per_call_us(lambda: [np.dot(h[:256], w, out=out) for w in w_uts], 200) / 5
+    print(f"stream 5 unembeddings of 4096x256 (4.19 MB each): W_U @ h {t_form:.0f} us ({4.194 / t_form * 1e3:.1f} GB/s), "
+          f"h @ W_U^T (a (C, V) copy) {n_form:.0f} us ({4.194 / n_form * 1e3:.1f} GB/s)")
 
 
 def decode_layouts(rounds: int = 7) -> None:
