@@ -1,6 +1,7 @@
 """The GPT over several threads (seqprob/_parallel.py run_tasks, GPT._forward_rows, the stage
 split of seqprob/gpt/stages.py, backward.loss_and_grads): same numbers as one thread, BLAS
 setting restored, errors propagate."""
+import functools
 import os
 
 import numpy as np
@@ -43,6 +44,7 @@ def blas_threads():
     return [lib["num_threads"] for lib in _parallel.blas_controller().info()]
 
 
+@functools.cache
 def blas_rows_do_not_depend_on_the_row_count():
     """Whether this BLAS gives a row of a float32 GEMM the same bits in a 300-row and a 150-row
     call. OpenBLAS's kernels differ: some do (so the split forward is bit-identical), some
@@ -55,8 +57,9 @@ def blas_rows_do_not_depend_on_the_row_count():
 
 def assert_same_as_one_thread(many, one):
     """Bit-identical where the BLAS rounds a row whatever the row count, else float32 rounding."""
+    exact = blas_rows_do_not_depend_on_the_row_count()
     for x, y in zip(one, many):
-        if blas_rows_do_not_depend_on_the_row_count():
+        if exact:
             np.testing.assert_array_equal(y, x)
         else:
             np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-5)
