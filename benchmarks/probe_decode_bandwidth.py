@@ -24,7 +24,7 @@ kept, 697 us) against 19.0 GB/s (a (C, V) copy, 221 us) over the unembedding-sha
 decode median 0.751 s [0.623-0.856] as is against 0.603 s [0.522-0.730] with the copy, max
 log-prob difference 9.5e-7. The step is bound by memory bandwidth, and the unembedding's
 (V, C) layout makes its GEMV 3x slower than it could be (~20% of a small model's step; at
-GPT-2-124M, whose unembedding is 154 of its 475 MB, most of the step). A copy is not used
+GPT-2-124M, whose unembedding is 154 of its 475 MB, over half of the step's GEMV time). A copy is not used
 because in-place weight updates between steps must be seen (tests/test_gpt_decode.py).
 """
 from __future__ import annotations
