@@ -364,7 +364,7 @@ def _llama_params(tensors: dict, where: dict, config, kind: str, dest: dict | No
     return out
 
 
-def _neox_params(tensors: dict, where: dict, config) -> dict:
+def _neox_params(tensors: dict, where: dict, config, dest: dict | None = None) -> dict:
     take = _Taker(tensors, where, "gpt_neox")
     C, F, H, hd, b = config.n_embd, config.mlp_width, config.n_head, config.head_dim, config.bias
     out = {"wte": take("gpt_neox.embed_in.weight", (config.vocab_size, C)),
@@ -376,7 +376,11 @@ def _neox_params(tensors: dict, where: dict, config) -> dict:
             out[dst + name + ".g"] = take(pre + src + ".weight", (C,))
             out[dst + name + ".b"] = take(pre + src + ".bias", (C,))
         w = take(pre + "attention.query_key_value.weight", (3 * C, C)).reshape(H, 3, hd, C)
-        out[dst + "attn.c_attn.w"] = w.transpose(1, 0, 2, 3).reshape(3 * C, C).T  # per-head -> [q|k|v]
+        if dest is not None and dst + "attn.c_attn.w" in dest:  # one strided copy into the model's array
+            dest[dst + "attn.c_attn.w"].reshape(C, 3, H, hd)[...] = w.transpose(3, 1, 0, 2)
+            out[dst + "attn.c_attn.w"] = dest[dst + "attn.c_attn.w"]
+        else:
+            out[dst + "attn.c_attn.w"] = w.transpose(1, 0, 2, 3).reshape(3 * C, C).T  # per-head -> [q|k|v]
         if b:
             bias = take(pre + "attention.query_key_value.bias", (3 * C,)).reshape(H, 3, hd)
             out[dst + "attn.c_attn.b"] = bias.transpose(1, 0, 2).reshape(3 * C)
@@ -405,7 +409,7 @@ _SKIP = {"gpt2": lambda k: _gpt2_name(k) is None,
 def _params(kind: str, tensors: dict, where: dict, config, hf: dict, dest: dict | None = None) -> dict:
     if kind == "gpt2":
         return _gpt2_params(tensors, where, config, hf)
-    out = _neox_params(tensors, where, config) if kind == "gpt_neox" else \
+    out = _neox_params(tensors, where, config, dest) if kind == "gpt_neox" else \
         _llama_params(tensors, where, config, kind, dest)
     if tensors:
         names = sorted(tensors)
