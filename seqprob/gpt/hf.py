@@ -321,19 +321,17 @@ class _Taker:
         return value
 
 
-def _fused(dest: dict | None, name: str, parts: list) -> np.ndarray:
-    """``parts`` side by side along the last axis: written straight into the model's array
-    ``dest[name]`` when given (no concatenated copy for ``load_params`` to copy again)."""
-    if dest is None or name not in dest:
-        return np.concatenate(parts, axis=-1)
-    out, lo = dest[name], 0
+def _fused(out: np.ndarray, parts: list) -> np.ndarray:
+    """``parts`` side by side along the last axis, written into ``out`` (the model's own
+    array: no concatenated copy for ``load_params`` to copy again)."""
+    lo = 0
     for part in parts:
         out[..., lo:lo + part.shape[-1]] = part
         lo += part.shape[-1]
     return out
 
 
-def _llama_params(tensors: dict, where: dict, config, kind: str, dest: dict | None = None) -> dict:
+def _llama_params(tensors: dict, where: dict, config, kind: str, dest: dict) -> dict:
     take = _Taker(tensors, where, kind)
     C, F, hd = config.n_embd, config.mlp_width, config.head_dim
     nq, nk = config.n_head * hd, config.kv_heads * hd
@@ -345,7 +343,7 @@ def _llama_params(tensors: dict, where: dict, config, kind: str, dest: dict | No
         out[dst + "ln_1.g"] = take(pre + "input_layernorm.weight", (C,))
         out[dst + "ln_2.g"] = take(pre + "post_attention_layernorm.weight", (C,))
         q, k, v = (take(attn + f"{n}_proj.weight", (w, C)) for n, w in (("q", nq), ("k", nk), ("v", nk)))
-        out[dst + "attn.c_attn.w"] = _fused(dest, dst + "attn.c_attn.w", [q.T, k.T, v.T])  # (C, nq + 2 nk)
+        out[dst + "attn.c_attn.w"] = _fused(dest[dst + "attn.c_attn.w"], [q.T, k.T, v.T])  # (C, nq + 2 nk)
         if config.has_qkv_bias:
             out[dst + "attn.c_attn.b"] = np.concatenate(
                 [take(attn + f"{n}_proj.bias", (w,)) for n, w in (("q", nq), ("k", nk), ("v", nk))])
@@ -354,7 +352,7 @@ def _llama_params(tensors: dict, where: dict, config, kind: str, dest: dict | No
             out[dst + "attn.c_proj.b"] = take(attn + "o_proj.bias", (C,))
         gate, up = take(mlp + "gate_proj.weight", (F, C)), take(mlp + "up_proj.weight", (F, C))
         del q, k, v  # read once: the file's arrays go as soon as they are copied
-        out[dst + "mlp.c_fc.w"] = _fused(dest, dst + "mlp.c_fc.w", [gate.T, up.T])  # (C, 2F)
+        out[dst + "mlp.c_fc.w"] = _fused(dest[dst + "mlp.c_fc.w"], [gate.T, up.T])  # (C, 2F)
         out[dst + "mlp.c_proj.w"] = take(mlp + "down_proj.weight", (C, F)).T
         if config.has_mlp_bias:
             out[dst + "mlp.c_fc.b"] = np.concatenate([take(mlp + "gate_proj.bias", (F,)),
@@ -364,7 +362,7 @@ def _llama_params(tensors: dict, where: dict, config, kind: str, dest: dict | No
     return out
 
 
-def _neox_params(tensors: dict, where: dict, config, dest: dict | None = None) -> dict:
+def _neox_params(tensors: dict, where: dict, config, dest: dict) -> dict:
     take = _Taker(tensors, where, "gpt_neox")
     C, F, H, hd, b = config.n_embd, config.mlp_width, config.n_head, config.head_dim, config.bias
     out = {"wte": take("gpt_neox.embed_in.weight", (config.vocab_size, C)),
@@ -376,11 +374,8 @@ def _neox_params(tensors: dict, where: dict, config, dest: dict | None = None) -
             out[dst + name + ".g"] = take(pre + src + ".weight", (C,))
             out[dst + name + ".b"] = take(pre + src + ".bias", (C,))
         w = take(pre + "attention.query_key_value.weight", (3 * C, C)).reshape(H, 3, hd, C)
-        if dest is not None and dst + "attn.c_attn.w" in dest:  # one strided copy into the model's array
-            dest[dst + "attn.c_attn.w"].reshape(C, 3, H, hd)[...] = w.transpose(3, 1, 0, 2)
-            out[dst + "attn.c_attn.w"] = dest[dst + "attn.c_attn.w"]
-        else:
-            out[dst + "attn.c_attn.w"] = w.transpose(1, 0, 2, 3).reshape(3 * C, C).T  # per-head -> [q|k|v]
+        qkv = out[dst + "attn.c_attn.w"] = dest[dst + "attn.c_attn.w"]  # (C, 3C) [q|k|v], the model's array
+        qkv.reshape(C, 3, H, hd)[...] = w.transpose(3, 1, 0, 2)  # per-head -> [q|k|v], one strided copy
         if b:
             bias = take(pre + "attention.query_key_value.bias", (3 * C,)).reshape(H, 3, hd)
             out[dst + "attn.c_attn.b"] = bias.transpose(1, 0, 2).reshape(3 * C)
@@ -406,7 +401,8 @@ _SKIP = {"gpt2": lambda k: _gpt2_name(k) is None,
          "gpt_neox": lambda k: k.endswith(("attention.bias", "attention.masked_bias", "rotary_emb.inv_freq"))}
 
 
-def _params(kind: str, tensors: dict, where: dict, config, hf: dict, dest: dict | None = None) -> dict:
+def _params(kind: str, tensors: dict, where: dict, config, hf: dict, dest: dict) -> dict:
+    """Parameters by seqprob name; fused matrices are written into ``dest`` (the model's own)."""
     if kind == "gpt2":
         return _gpt2_params(tensors, where, config, hf)
     out = _neox_params(tensors, where, config, dest) if kind == "gpt_neox" else \
