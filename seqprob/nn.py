@@ -68,17 +68,43 @@ def _by_chunks(fn, n_rows, width, min_work=None):
     return _parallel.for_row_blocks(run, n_rows, n_rows * width, min_work)
 
 
+def _column_major(a) -> bool:
+    return a.ndim == 2 and a.flags.f_contiguous and not a.flags.c_contiguous
+
+
 def embedding_forward(ids, W, out=None):
-    """Rows of the table: ``out[..., :] = W[ids]``. ids (...,) int, W (V, C) -> (..., C)."""
-    return np.take(W, ids, axis=0, out=out), (ids, W.shape[0])
+    """Rows of the table: ``out[..., :] = W[ids]``. ids (...,) int, W (V, C) -> (..., C).
+
+    A column-major W (a tied unembedding, see :func:`seqprob.gpt.params.column_major_names`)
+    is gathered as columns of its C-contiguous transpose: ``np.take`` over its strided rows
+    measured 15-300x slower than over a row-major table, this 8-20x."""
+    if not _column_major(W):
+        return np.take(W, ids, axis=0, out=out), (ids, W.shape[0])
+    rows = W.T[:, np.ravel(ids)].T  # (N, C), a column-major temporary
+    if out is None:
+        out = np.empty(np.shape(ids) + (W.shape[1],), dtype=W.dtype)
+    out.reshape(rows.shape)[...] = rows
+    return out, (ids, W.shape[0])
 
 
 def embedding_backward(dout, cache, out=None):
-    """dW[v] = Σ dout over the positions holding id v; adds into ``out`` when given."""
+    """dW[v] = Σ dout over the positions holding id v; adds into ``out`` when given.
+
+    Into a column-major ``out``: the rows of each id are summed first (sorted, stable), then
+    added once per distinct id, column by column of ``out.T`` (``np.add.at`` over strided
+    rows measured 1.3-2.3x slower)."""
     ids, vocab = cache
     if out is None:
         out = np.zeros((vocab, dout.shape[-1]), dtype=dout.dtype)
-    np.add.at(out, ids.ravel(), dout.reshape(-1, dout.shape[-1]))
+    flat_ids, rows = np.ravel(ids), dout.reshape(-1, dout.shape[-1])  # (N,), (N, C)
+    if not _column_major(out) or not len(flat_ids):
+        np.add.at(out, flat_ids, rows)
+        return out
+    order = np.argsort(flat_ids, kind="stable")
+    sorted_ids = flat_ids[order]
+    first = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
+    sums = np.add.reduceat(rows[order], first, axis=0)  # (U, C)
+    out.T[:, sorted_ids[first]] += sums.T
     return out
 
 

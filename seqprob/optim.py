@@ -81,6 +81,11 @@ def _flat_buffer(mapping, names) -> tuple:
     return flat, [mapping.slices[n].start for n in names]
 
 
+def _order(a) -> str:
+    """"F" for a column-major array (a GPT's unembedding), else "C"."""
+    return "F" if np.ndim(a) >= 2 and a.flags.f_contiguous and not a.flags.c_contiguous else "C"
+
+
 def _as_arrays(grads, names) -> list[np.ndarray]:
     if isinstance(grads, Mapping):
         missing = [n for n in names if n not in grads]
@@ -192,8 +197,13 @@ class AdamW:
         self._chunk_spans = self._chunk_decay(self.m_flat_.size)
 
     def _view(self, flat: np.ndarray, name: str) -> np.ndarray:
+        """The moments of ``name`` laid out like the parameter (row- or column-major), so
+        that one flat update pairs each element with its own moments."""
         lo, hi = self._offsets[name]
-        return flat[lo:hi].reshape(self.params[name].shape)
+        shape = self.params[name].shape
+        if _order(self.params[name]) == "F":
+            return flat[lo:hi].reshape(shape[::-1]).T
+        return flat[lo:hi].reshape(shape)
 
     def _merged_spans(self, names) -> list[tuple[int, int]]:
         spans = sorted(self._offsets[n] for n in names)
@@ -228,9 +238,10 @@ class AdamW:
         else:
             for name, g in zip(self.names, garrays):
                 param = self.params[name]
-                p = param.reshape(-1) if param.flags.c_contiguous else param.ravel()  # a copy
-                g = np.ascontiguousarray(g, dtype=param.dtype).reshape(-1)
-                self._update_flat(p, g, self.m[name].reshape(-1), self.v[name].reshape(-1),
+                order = _order(param)  # p, g, m and v flattened in the same element order
+                p = param.ravel(order)  # a view when contiguous, else a copy (written back)
+                g = np.asarray(g, dtype=param.dtype).ravel(order)
+                self._update_flat(p, g, self.m[name].ravel(order), self.v[name].ravel(order),
                                   True if name in self.decay_names else None)
                 if not np.shares_memory(p, param):
                     param[...] = p.reshape(param.shape)
@@ -467,4 +478,4 @@ def _scale_in_place(a: np.ndarray, coef) -> None:
 def _sum_squares(arrays) -> float:
     """Sum of squares of all elements, one BLAS dot per array (in the arrays' dtype)."""
     with np.errstate(over="ignore", invalid="ignore"):
-        return sum(float(np.dot(r, r)) for r in (np.ravel(a) for a in arrays))
+        return sum(float(np.dot(r, r)) for r in (np.ravel(a, order="K") for a in arrays))

@@ -95,6 +95,25 @@ def test_params_and_grads_are_views_into_one_flat_buffer():
     assert all((a == 0).all() for a in model.params.values())
 
 
+@pytest.mark.parametrize("tie", [True, False])
+def test_unembedding_is_column_major_and_grads_share_the_layout(tie):
+    """W_U (``wte`` when tied, else ``lm_head.w``) is stored column-major, for the decoding
+    GEMV; its gradient is laid out the same way; an untied ``wte`` (gathered rows) is not.
+    Values do not depend on the layout: the seeded weights are those of a row-major draw."""
+    model = make(tie_weights=tie)
+    name = "wte" if tie else "lm_head.w"
+    w_u = model.params[name]
+    assert w_u.T.flags.c_contiguous and not w_u.flags.c_contiguous
+    if not tie:
+        assert model.params["wte"].flags.c_contiguous
+    _, grads = model.loss_and_grads(np.arange(5)[None] % 11)
+    assert grads[name].T.flags.c_contiguous and np.shares_memory(grads[name], model.flat_grads_)
+    rng = np.random.default_rng(model.seed)  # init_params draws in parameter order
+    draws = {n: rng.standard_normal(a.shape) for n, a in model.params.items()
+             if not n.endswith((".g", ".b"))}
+    np.testing.assert_allclose(model.params["wte"], draws["wte"] * 0.02, rtol=1e-6)
+
+
 def test_initialization_gpt2_style_and_seeded():
     model = make(V=500, block=64, L=4, H=4, C=64, dtype="float64")
     p = model.params
@@ -256,16 +275,17 @@ def _check_model_grads(model, batch, mask=None, rng_seed=None, per_param=4, tol=
     grads = {k: v.copy() for k, v in grads.items()}
     pick = np.random.default_rng(0)
     for name, arr in model.params.items():
-        flat = arr.reshape(-1)
-        for i in pick.choice(flat.size, size=min(per_param, flat.size), replace=False):
-            old = flat[i]
-            flat[i] = old + 1e-6
+        # index by position, not through reshape(-1): W_U is column-major, its reshape a copy
+        for i in pick.choice(arr.size, size=min(per_param, arr.size), replace=False):
+            at = np.unravel_index(i, arr.shape)
+            old = arr[at]
+            arr[at] = old + 1e-6
             hi = model.loss_and_grads(batch, mask=mask, rng=rngf())[0]
-            flat[i] = old - 1e-6
+            arr[at] = old - 1e-6
             lo = model.loss_and_grads(batch, mask=mask, rng=rngf())[0]
-            flat[i] = old
+            arr[at] = old
             fd = (hi - lo) / 2e-6
-            assert abs(fd - grads[name].reshape(-1)[i]) < tol * max(1.0, abs(fd)), (name, i)
+            assert abs(fd - grads[name][at]) < tol * max(1.0, abs(fd)), (name, i)
     return loss
 
 

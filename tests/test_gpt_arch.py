@@ -43,16 +43,16 @@ def check_grads(model, batch, per_param=3, tol=1e-6):
     grads = {k: v.copy() for k, v in grads.items()}
     pick = np.random.default_rng(0)
     for name, arr in model.params.items():
-        flat = arr.reshape(-1)
-        for i in pick.choice(flat.size, size=min(per_param, flat.size), replace=False):
-            old = flat[i]
-            flat[i] = old + 1e-6
+        for i in pick.choice(arr.size, size=min(per_param, arr.size), replace=False):
+            at = np.unravel_index(i, arr.shape)  # W_U is column-major: no reshape(-1) view
+            old = arr[at]
+            arr[at] = old + 1e-6
             hi = model.loss_and_grads(batch)[0]
-            flat[i] = old - 1e-6
+            arr[at] = old - 1e-6
             lo = model.loss_and_grads(batch)[0]
-            flat[i] = old
+            arr[at] = old
             fd = (hi - lo) / 2e-6
-            assert abs(fd - grads[name].reshape(-1)[i]) < tol * max(1.0, abs(fd)), (name, i, fd)
+            assert abs(fd - grads[name][at]) < tol * max(1.0, abs(fd)), (name, i, fd)
     return loss
 
 

@@ -156,6 +156,28 @@ def test_embedding_backward(N, V, C, seed):
     close(nn.embedding_backward(R, cache), numgrad(f, W))
 
 
+@settings(max_examples=examples(30))
+@given(N=st.integers(0, 12), V=st.integers(1, 9), C=st.integers(1, 5), seed=seeds)
+def test_embedding_column_major_table_agrees_with_row_major(N, V, C, seed):
+    """A column-major table (the GPT's tied W_U) gathers the same rows and adds the same
+    gradient (ids repeated, an ``out`` that already holds values) as a row-major one."""
+    rng = np.random.default_rng(seed)
+    W = rng.standard_normal((V, C))
+    W_cols = np.asfortranarray(W)
+    ids = rng.integers(0, V, (2, N))
+    R = rng.standard_normal((2, N, C))
+    rows, cache = nn.embedding_forward(ids, W)
+    out = np.full((2, N, C), np.nan)
+    got, cache_cols = nn.embedding_forward(ids, W_cols, out=out)
+    assert got is out
+    np.testing.assert_array_equal(got, rows)
+    start = rng.standard_normal((V, C))
+    want = nn.embedding_backward(R, cache, out=start.copy())
+    into = np.asfortranarray(start)
+    assert nn.embedding_backward(R, cache_cols, out=into) is into
+    close(into, want, 1e-12)
+
+
 def test_dropout_scales_and_masks():
     x = np.ones((200, 50))
     y, keep = nn.dropout_forward(x, 0.25, np.random.default_rng(0))

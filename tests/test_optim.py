@@ -29,14 +29,16 @@ def reference_adamw(params, grads_seq, lrs, betas, eps, wd, decay):
     return p
 
 
-def flat_params(shapes, rng, dtype=np.float64):
-    """A FlatArrays of views into one flat buffer (the GPT's layout)."""
+def flat_params(shapes, rng, dtype=np.float64, column_major=()):
+    """A FlatArrays of views into one flat buffer (the GPT's layout; the names in
+    ``column_major`` stored column-major, as the GPT keeps W_U)."""
     sizes = [int(np.prod(s)) for s in shapes.values()]
     flat = rng.normal(size=sum(sizes)).astype(dtype)
     out, slices, lo = {}, {}, 0
     for (name, shape), size in zip(shapes.items(), sizes):
         slices[name] = slice(lo, lo + size)
-        out[name] = flat[lo:lo + size].reshape(shape)
+        part = flat[lo:lo + size]
+        out[name] = part.reshape(shape[::-1]).T if name in column_major else part.reshape(shape)
         lo += size
     return flat, FlatArrays(flat, slices, out)
 
@@ -87,12 +89,14 @@ def test_matches_reference_formula(seed, steps, wd, flat, beta2):
         np.testing.assert_allclose(params[n], ref[n], rtol=1e-12, atol=1e-13)
 
 
-@given(seed=st.integers(0, 2**16))
-def test_flat_and_loop_paths_agree_float32(seed):
+@given(seed=st.integers(0, 2**16), column_major=st.sampled_from([(), ("wte",), ("wte", "h.0.mlp.w")]))
+def test_flat_and_loop_paths_agree_float32(seed, column_major):
+    """One flat update and one update per array agree, whatever each array's layout (the
+    loop path gets row-major copies): every element meets its own gradient and moments."""
     rng = np.random.default_rng(seed)
-    flat, p1 = flat_params(SHAPES, rng, np.float32)
+    flat, p1 = flat_params(SHAPES, rng, np.float32, column_major)
     p2 = {n: a.copy() for n, a in p1.items()}
-    gflat, g1 = flat_params(SHAPES, rng, np.float32)
+    gflat, g1 = flat_params(SHAPES, rng, np.float32, column_major)
     g2 = {n: a.copy() for n, a in g1.items()}
     o1, o2 = AdamW(p1, lr=1e-2, weight_decay=0.1), AdamW(p2, lr=1e-2, weight_decay=0.1)
     assert o1._root.size == flat.size and np.shares_memory(o1._root, flat) and o2._root is None
@@ -102,6 +106,26 @@ def test_flat_and_loop_paths_agree_float32(seed):
     for n in p1:
         assert p1[n].dtype == np.float32
         np.testing.assert_array_equal(p1[n], p2[n])
+        np.testing.assert_array_equal(o1.m[n], o2.m[n])
+        np.testing.assert_array_equal(o1.v[n], o2.v[n])
+        assert np.shares_memory(o1.m[n], o1.m_flat_)
+
+
+@given(seed=st.integers(0, 2**16))
+def test_loop_path_updates_column_major_params_in_place(seed):
+    """Gradients that are not the parameters' flat buffer (a plain dict) still update a
+    column-major parameter in place, with moments kept in the parameter's layout."""
+    rng = np.random.default_rng(seed)
+    _, params = flat_params(SHAPES, rng, np.float64, ("wte",))
+    ref = {n: a.copy() for n, a in params.items()}
+    grads = {n: rng.normal(size=a.shape) for n, a in params.items()}
+    wte = params["wte"]
+    opt = AdamW(params, lr=1e-2, weight_decay=0.1)
+    opt.step(dict(grads))
+    want = reference_adamw(ref, [grads], [1e-2], (0.9, 0.999), 1e-8, 0.1, opt.decay_names)
+    assert params["wte"] is wte and opt.m["wte"].flags.f_contiguous
+    for n in params:
+        np.testing.assert_allclose(params[n], want[n], rtol=1e-12, atol=1e-13)
 
 
 def test_large_flat_buffer_crosses_chunks():

@@ -14,7 +14,7 @@ from .. import _parallel, nn
 from ..errors import InputError
 from ..vocab import check_ids
 from .block import TrainBuffers, block_backward, block_forward, norm_backward, norm_forward
-from .params import FlatParams, block_shapes, param_shapes
+from .params import FlatParams, block_shapes, column_major_names, param_shapes
 
 __all__ = ["loss_and_grads", "check_train_batch", "release_buffers"]
 
@@ -67,7 +67,7 @@ def _extra_grad_buffers(model, count: int) -> list:
     cfg = model.config
     buffers = model.__dict__.setdefault("_shard_grads", [])
     while len(buffers) < count:
-        flat = FlatParams(param_shapes(cfg), model.dtype)
+        flat = FlatParams(param_shapes(cfg), model.dtype, column_major_names(cfg))
         keys = list(block_shapes(cfg))
         blocks = [{k: flat.arrays[f"h.{i}.{k}"] for k in keys} for i in range(cfg.n_layer)]
         buffers.append((flat, blocks))
@@ -122,7 +122,8 @@ def _forward_backward(model, batch, mask, total, g, block_grads, drop, buffers):
     w_u = model._w_u
     logits = np.matmul(h2, w_u.T, out=top("logits", (B * T, w_u.shape[0])))  # (N, V)
     loss, dlogits = nn.cross_entropy_fused(logits, targets.reshape(-1), mask, count=total)  # in place
-    np.matmul(dlogits.T, h2, out=g["wte"] if cfg.tie_weights else g["lm_head.w"])
+    g_u = g["wte"] if cfg.tie_weights else g["lm_head.w"]  # column-major (V, C)
+    np.matmul(h2.T, dlogits, out=g_u.T)  # (C, V): the C-contiguous side, for BLAS
     dx = np.matmul(dlogits, w_u, out=top("d.x", (B * T, C))).reshape(B, T, C)
     dx = norm_backward(dx, ln_cache, g, "ln_f", cfg, out=dx)
     for layer in reversed(range(cfg.n_layer)):

@@ -22,7 +22,8 @@ from . import backward, decode, stages
 from .block import block_forward, make_workspace, norm_forward
 from .config import GPTConfig
 from .decode import GPTState
-from .params import FlatParams, block_shapes, decay_names, init_params, param_shapes
+from .params import (FlatParams, block_shapes, column_major_names, copy_into, decay_names, init_params,
+                     param_shapes)
 from .rope import rope_tables
 
 __all__ = ["GPT", "GPTState", "ActivationCache"]
@@ -114,8 +115,8 @@ class GPT(BaseLanguageModel):
         self.config = config
         self.seed = int(seed)
         self.dtype = np.dtype(config.dtype)
-        self._flat = FlatParams(param_shapes(config), self.dtype)
-        self._gflat = FlatParams(param_shapes(config), self.dtype)
+        self._flat = FlatParams(param_shapes(config), self.dtype, column_major_names(config))
+        self._gflat = FlatParams(param_shapes(config), self.dtype, column_major_names(config))
         if _init:  # loaders that overwrite every parameter (from_hf) skip the random weights
             init_params(self._flat.arrays, config, seed)
         keys = list(block_shapes(config))
@@ -172,7 +173,7 @@ class GPT(BaseLanguageModel):
             if value.shape != self.params[name].shape:
                 raise CheckpointError(f"parameter {name!r} has shape {value.shape}, the config "
                                       f"needs {self.params[name].shape}", name=name)
-            self.params[name][...] = value
+            copy_into(self.params[name], value)
         return self
 
     @classmethod
@@ -307,7 +308,7 @@ class GPT(BaseLanguageModel):
     # ----------------------------------------------------------------- inference forward
     def _embed(self, ids: np.ndarray, pos: int = 0, out=None) -> np.ndarray:
         """x = W_E[ids] (+ W_pos[pos : pos + T] with learned positions): (B, T) -> (B, T, C)."""
-        x = np.take(self.params["wte"], ids, axis=0, out=out)  # (B, T, C)
+        x = nn.embedding_forward(ids, self.params["wte"], out=out)[0]  # (B, T, C)
         if "wpe" in self.params:
             x += self.params["wpe"][pos:pos + ids.shape[1]]
         return x
