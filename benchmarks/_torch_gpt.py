@@ -15,9 +15,14 @@ EPS = 1e-5
 
 
 def load_params(path, requires_grad: bool = False) -> dict:
-    """The weights file written by the parent (``np.savez``) as torch tensors."""
+    """The weights file written by the parent (``np.savez``) as row-major torch tensors.
+
+    Row-major as torch's own modules keep them (``nn.Embedding``, ``nn.Linear``): seqprob
+    stores W_U column-major, ``np.savez`` keeps that order and ``torch.tensor`` its strides,
+    which would hand torch seqprob's faster decoding layout instead of its own."""
     with np.load(path) as z:
-        return {k: torch.tensor(z[k], requires_grad=requires_grad) for k in z.files}
+        return {k: torch.tensor(np.ascontiguousarray(z[k]), requires_grad=requires_grad)
+                for k in z.files}
 
 
 def _block(P, layer, x, cfg, sdpa: bool, mask):

@@ -1,5 +1,5 @@
-"""Probe: how fast do the GEMVs of a decoding step stream their weights, and what would the
-unembedding gain in the (C, V) layout?
+"""Probe: how fast do the GEMVs of a decoding step stream their weights, and what does the
+column-major unembedding gain over the row-major (V, C) layout it replaced?
 
 Run on a quiet machine (numpy only, one process, ~1 minute)::
 
@@ -9,23 +9,23 @@ Prints, in microseconds and GB/s:
 
 - ``cached``: one GEMV matrix timed again and again (it stays in cache), in the two forms a
   step can use: ``h @ W`` over a (C, N) matrix (BLAS gemv "N": a sum of scaled rows, the form
-  of seqprob's block matrices) and ``W @ h`` over an (N, C) matrix (gemv "T": dot products
-  of rows, the form of the unembedding ``np.dot(W_U, h)`` with W_U (V, C));
+  of seqprob's block matrices and, since W_U is stored column-major, of the unembedding) and
+  ``W @ h`` over an (N, C) matrix (gemv "T": dot products of rows, the form of the unembedding
+  ``np.dot(W_U, h)`` while W_U was a row-major (V, C) array);
 - ``stream``: 22 distinct 256 x 768 matrices in turn (17.3 MB, more than the cache holds),
   as a decoding step of config "small" reads its 16.8 MB, in both forms; then 5 distinct
-  unembedding-shaped 4096 x 256 matrices, (V, C) as seqprob keeps W_U against a (C, V) copy;
-- ``decode``: +256 tokens of config "small" with the unembedding as seqprob computes it and
-  with a (C, V) copy of it (``h @ W_Uᵀ``), alternating, 7 rounds, with the largest
-  log-probability difference of the two.
+  unembedding-shaped 4096 x 256 matrices, row-major (V, C) against column-major;
+- ``decode``: +256 tokens of config "small" with the unembedding as the model stores it
+  (column-major) and with a row-major (V, C) copy (the former layout), alternating, 7
+  rounds, with the largest log-probability difference of the two.
 
-Measured on the AMD EPYC VM (2026-12-02, quiet): cached 35-53 GB/s in either form; stream
-9.3 GB/s ("N") and 5.2 GB/s ("T") over the 22 block-shaped matrices, and 6.0 GB/s (W_U as
-kept, 697 us) against 19.0 GB/s (a (C, V) copy, 221 us) over the unembedding-shaped ones;
-decode median 0.751 s [0.623-0.856] as is against 0.603 s [0.522-0.730] with the copy, max
-log-prob difference 9.5e-7. The step is bound by memory bandwidth, and the unembedding's
-(V, C) layout makes its GEMV 3x slower than it could be (~20% of a small model's step; at
-GPT-2-124M, whose unembedding is 154 of its 475 MB, over half of the step's GEMV time). A copy is not used
-because in-place weight updates between steps must be seen (tests/test_gpt_decode.py).
+Measured on the AMD EPYC VM (2026-12-02, quiet, before the layout change, the model then keeping
+the row-major array): cached 35-53 GB/s in either form; stream 9.3 GB/s ("N") and 5.2 GB/s
+("T") over the 22 block-shaped matrices, and 6.0 GB/s (row-major W_U, 697 us) against
+19.0 GB/s (column-major, 221 us) over the unembedding-shaped ones; decode median 0.751 s
+[0.623-0.856] row-major against 0.603 s [0.522-0.730] column-major, max log-prob difference
+9.5e-7. That is why :func:`seqprob.gpt.params.column_major_names` stores W_U column-major
+(a copy would not see in-place weight updates between steps, tests/test_gpt_decode.py).
 """
 from __future__ import annotations
 
@@ -63,8 +63,8 @@ def cached_and_streamed(rng) -> None:
     w_uts, out = [np.ascontiguousarray(w.T) for w in w_us], np.empty(4096, np.float32)
     t_form = per_call_us(lambda: [np.dot(w, h[:256], out=out) for w in w_us], 200) / 5
     n_form = per_call_us(lambda: [np.dot(h[:256], w, out=out) for w in w_uts], 200) / 5
-    print(f"stream 5 unembeddings of 4096x256 (4.19 MB each): W_U @ h {t_form:.0f} us ({4.194 / t_form * 1e3:.1f} GB/s), "
-          f"h @ W_U^T (a (C, V) copy) {n_form:.0f} us ({4.194 / n_form * 1e3:.1f} GB/s)")
+    print(f"stream 5 unembeddings of 4096x256 (4.19 MB each): row-major W_U @ h {t_form:.0f} us ({4.194 / t_form * 1e3:.1f} GB/s), "
+          f"column-major (h @ W_U^T) {n_form:.0f} us ({4.194 / n_form * 1e3:.1f} GB/s)")
 
 
 def decode_layouts(rounds: int = 7) -> None:
@@ -72,10 +72,11 @@ def decode_layouts(rounds: int = 7) -> None:
     from seqprob.gpt import GPT, GPTConfig, decode
 
     model = GPT(GPTConfig(vocab_size=4096, block_size=256, n_layer=4, n_head=4, n_embd=256), seed=0)
-    as_is, w_u_t = decode.unembed_row, np.ascontiguousarray(model._w_u.T)  # (C, V)
+    as_is, w_u_rows = decode.unembed_row, np.ascontiguousarray(model._w_u)  # (V, C) row-major
+    assert model._w_u.T.flags.c_contiguous  # the model stores W_U column-major
 
-    def transposed(plan, h, tmp=None):
-        return nn.log_softmax_row(np.dot(h, w_u_t), tmp)
+    def row_major(plan, h, tmp=None):
+        return nn.log_softmax_row(np.dot(w_u_rows, h), tmp)
 
     def generate():
         state = model.start(np.asarray([0]))
@@ -85,11 +86,11 @@ def decode_layouts(rounds: int = 7) -> None:
                 state = model.step(state, token)
         return state.logprobs
 
-    times = {"as is": [], "(C, V) copy": []}
+    times = {"column-major (as stored)": [], "row-major (V, C) copy": []}
     rows = {}
     try:
         for _ in range(rounds):
-            for name, fn in (("as is", as_is), ("(C, V) copy", transposed)):
+            for name, fn in (("column-major (as stored)", as_is), ("row-major (V, C) copy", row_major)):
                 decode.unembed_row = fn
                 t0 = time.perf_counter()
                 rows[name] = generate()
@@ -98,7 +99,7 @@ def decode_layouts(rounds: int = 7) -> None:
         decode.unembed_row = as_is
     for name, ts in times.items():
         print(f"decode +256, unembedding {name}: median {statistics.median(ts):.3f} s [{min(ts):.3f}-{max(ts):.3f}]")
-    print(f"max |log-prob diff| {np.abs(rows['as is'] - rows['(C, V) copy']).max():.2e}")
+    print(f"max |log-prob diff| {np.abs(rows['column-major (as stored)'] - rows['row-major (V, C) copy']).max():.2e}")
 
 
 if __name__ == "__main__":
