@@ -35,6 +35,7 @@ import numpy as np
 from .._io import atomic_write, make_temp_dir, raise_write_error, resolve_inside
 from .._schema import MAX_JSON_BYTES
 from ..errors import CheckpointError, FileFormatError, InputError, SeqProbError, SeqProbFileError
+from .params import copy_into
 
 __all__ = ["save_checkpoint", "load_checkpoint", "check_replaceable", "Checkpoint", "FORMAT",
            "FORMAT_VERSION"]
@@ -443,7 +444,7 @@ def _load_weights(model, weights: dict, path: Path) -> None:
         if not np.issubdtype(value.dtype, np.floating) or not np.isfinite(value).all():
             raise CheckpointError(f"parameter {name!r} in the checkpoint is not finite floats "
                                   f"(dtype {value.dtype})", name=name)
-        params[name][...] = value
+        copy_into(params[name], value)
 
 
 # ------------------------------------------------ this family joins the model registry
