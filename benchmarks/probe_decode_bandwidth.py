@@ -15,6 +15,8 @@ Prints, in microseconds and GB/s:
 - ``stream``: 22 distinct 256 x 768 matrices in turn (17.3 MB, more than the cache holds),
   as a decoding step of config "small" reads its 16.8 MB, in both forms; then 5 distinct
   unembedding-shaped 4096 x 256 matrices, row-major (V, C) against column-major;
+- ``working set``: GEMVs over 1 to 32 distinct 256 x 768 matrices in turn (0.8-25 MB): the
+  rate falls where the matrices stop fitting the cache;
 - ``decode``: +256 tokens of config "small" with the unembedding as the model stores it
   (column-major) and with a row-major (V, C) copy (the former layout), alternating, 7
   rounds, with the largest log-probability difference of the two.
@@ -67,6 +69,19 @@ def cached_and_streamed(rng) -> None:
           f"column-major (h @ W_U^T) {n_form:.0f} us ({4.194 / n_form * 1e3:.1f} GB/s)")
 
 
+def working_set_sweep(rng) -> None:
+    """The rate of GEMVs over n distinct 256 x 768 matrices in turn, n = 1 .. 32: where the
+    working set stops fitting the cache (a step of config "small" reads 16.8 MB)."""
+    h, out = rng.standard_normal(256, dtype=np.float32), np.empty(768, np.float32)
+    for n in (1, 4, 8, 12, 16, 22, 32):
+        ws = [rng.standard_normal((256, 768), dtype=np.float32) for _ in range(n)]
+        size = sum(w.nbytes for w in ws)
+        calls = [per_call_us(lambda: [np.dot(h, w, out=out) for w in ws], 50) for _ in range(7)]
+        median = statistics.median(calls)
+        print(f"working set {n:2d} x 256x768 ({size / 1e6:4.1f} MB): {median:6.0f} us "
+              f"({size / median / 1e3:.1f} GB/s; best {size / min(calls) / 1e3:.1f})")
+
+
 def decode_layouts(rounds: int = 7) -> None:
     from seqprob import nn
     from seqprob.gpt import GPT, GPTConfig, decode
@@ -104,4 +119,5 @@ def decode_layouts(rounds: int = 7) -> None:
 
 if __name__ == "__main__":
     cached_and_streamed(np.random.default_rng(0))
+    working_set_sweep(np.random.default_rng(1))
     decode_layouts()
