@@ -17,22 +17,19 @@ For the W_U of config "small" (4096 x 256, a batch of 2,048 ids) and of GPT-2-12
 """
 from __future__ import annotations
 
-import statistics
-import time
+import sys
+from pathlib import Path
 
 import numpy as np
 
 from seqprob import nn
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _harness as H  # noqa: E402
+
 
 def median_ms(fn, calls: int = 15) -> float:
-    fn()
-    times = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+    return H.timeit(fn, runs=calls, warmups=1)["median"] * 1e3
 
 
 def one_shape(V: int, C: int, N: int, rng) -> None:
