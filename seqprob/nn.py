@@ -72,34 +72,46 @@ def _column_major(a) -> bool:
     return a.ndim == 2 and a.flags.f_contiguous and not a.flags.c_contiguous
 
 
+SORTED_SCATTER_MIN = 1 << 22  # table elements from which the column-major scatter sums per id first
+
+
 def embedding_forward(ids, W, out=None):
     """Rows of the table: ``out[..., :] = W[ids]``. ids (...,) int, W (V, C) -> (..., C).
 
     A column-major W (a tied unembedding, see :func:`seqprob.gpt.params.column_major_names`)
-    is gathered as columns of its C-contiguous transpose, 10-20x the time of a row-major
-    gather (``benchmarks/probe_unembedding_layout.py``: 3.5 against 0.34 ms for 2,048 ids
-    of a 4096 x 256 table); ``np.take`` over its strided rows measured slower still (6-180 ms)."""
-    if not _column_major(W):
+    is gathered as columns of its C-contiguous transpose, 8-12x the time of a row-major
+    gather (``benchmarks/probe_unembedding_layout.py``: 3.2 against 0.41 ms for 2,048 ids
+    of a 4096 x 256 table); ``np.take`` over its strided rows was slower still."""
+    ids = np.asarray(ids)
+    if not _column_major(W) or ids.dtype.kind not in "iu":
         return np.take(W, ids, axis=0, out=out), (ids, W.shape[0])
-    rows = W.T[:, np.ravel(ids)].T  # (N, C), a column-major temporary
+    shape = ids.shape + (W.shape[1],)
     if out is None:
-        out = np.empty(np.shape(ids) + (W.shape[1],), dtype=W.dtype)
-    out.reshape(rows.shape)[...] = rows
+        out = np.empty(shape, dtype=W.dtype)
+    elif out.shape != shape:
+        raise ValueError(f"output array has shape {out.shape}, the gathered rows {shape}")
+    rows = W.T[:, ids.reshape(-1)].T  # (N, C), a column-major temporary
+    if out.flags.c_contiguous:
+        out.reshape(rows.shape)[...] = rows  # a view: no second copy
+    else:
+        out[...] = rows.reshape(shape)
     return out, (ids, W.shape[0])
 
 
 def embedding_backward(dout, cache, out=None):
     """dW[v] = Σ dout over the positions holding id v; adds into ``out`` when given.
 
-    Into a column-major ``out``: the rows of each id are summed first (sorted, stable), then
-    added once per distinct id through ``out.T`` (``np.add.at`` over the strided rows of a
-    50,257 x 768 table measured 1.4x slower; over a 4096 x 256 one, 0.8x)."""
+    Into a large column-major ``out`` (``SORTED_SCATTER_MIN`` elements or more): the rows of
+    each id are summed first (sorted, stable), then added once per distinct id through
+    ``out.T`` (``np.add.at`` over the strided rows of a 50,257 x 768 table measured 1.4x
+    slower; over a 4096 x 256 one 0.8x, so smaller tables keep it)."""
     ids, vocab = cache
     if out is None:
         out = np.zeros((vocab, dout.shape[-1]), dtype=dout.dtype)
     flat_ids, rows = np.ravel(ids), dout.reshape(-1, dout.shape[-1])  # (N,), (N, C)
-    if not _column_major(out) or not len(flat_ids):
-        np.add.at(out, flat_ids, rows)
+    if (not _column_major(out) or out.size < SORTED_SCATTER_MIN or not len(flat_ids)
+            or flat_ids.dtype.kind not in "iu" or flat_ids.min() < 0):
+        np.add.at(out, flat_ids, rows)  # also what gives negative ids numpy's meaning
         return out
     order = np.argsort(flat_ids, kind="stable")
     sorted_ids = flat_ids[order]

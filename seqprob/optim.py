@@ -255,6 +255,8 @@ class AdamW:
             return None
         if any(go != self._offsets[n][0] for n, go in zip(self.names, goffsets)):
             return None
+        if any(garrays[n].strides != self.params[n].strides for n in self.names):
+            return None  # same offsets, another layout (a row-major W_U): pair by index instead
         return groot
 
     def _check_finite(self, garrays) -> None:

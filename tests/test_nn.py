@@ -157,25 +157,38 @@ def test_embedding_backward(N, V, C, seed):
 
 
 @settings(max_examples=examples(30))
-@given(N=st.integers(0, 12), V=st.integers(1, 9), C=st.integers(1, 5), seed=seeds)
-def test_embedding_column_major_table_agrees_with_row_major(N, V, C, seed):
+@given(N=st.integers(0, 12), V=st.integers(1, 9), C=st.integers(1, 5), seed=seeds,
+       sorted_min=st.sampled_from([0, nn.SORTED_SCATTER_MIN]), negative=st.booleans())
+def test_embedding_column_major_table_agrees_with_row_major(N, V, C, seed, sorted_min, negative):
     """A column-major table (the GPT's tied W_U) gathers the same rows and adds the same
-    gradient (ids repeated, an ``out`` that already holds values) as a row-major one."""
+    gradient (ids repeated, negative ids as numpy reads them, an ``out`` that already holds
+    values, a non-contiguous ``out``) as a row-major one, on both scatter paths."""
     rng = np.random.default_rng(seed)
     W = rng.standard_normal((V, C))
     W_cols = np.asfortranarray(W)
-    ids = rng.integers(0, V, (2, N))
+    ids = rng.integers(-V if negative else 0, V, (2, N))
     R = rng.standard_normal((2, N, C))
     rows, cache = nn.embedding_forward(ids, W)
-    out = np.full((2, N, C), np.nan)
+    out = np.full((N, 2, C), np.nan).transpose(1, 0, 2)  # (2, N, C), not contiguous
     got, cache_cols = nn.embedding_forward(ids, W_cols, out=out)
     assert got is out
     np.testing.assert_array_equal(got, rows)
     start = rng.standard_normal((V, C))
     want = nn.embedding_backward(R, cache, out=start.copy())
     into = np.asfortranarray(start)
-    assert nn.embedding_backward(R, cache_cols, out=into) is into
+    saved, nn.SORTED_SCATTER_MIN = nn.SORTED_SCATTER_MIN, sorted_min
+    try:
+        assert nn.embedding_backward(R, cache_cols, out=into) is into
+    finally:
+        nn.SORTED_SCATTER_MIN = saved
     close(into, want, 1e-12)
+
+
+def test_embedding_forward_refuses_an_out_of_the_wrong_shape():
+    W = np.asfortranarray(np.ones((5, 3)))
+    for table in (W, np.ascontiguousarray(W)):
+        with pytest.raises(ValueError):
+            nn.embedding_forward(np.zeros((2, 3), dtype=int), table, out=np.empty((6, 3)))
 
 
 def test_dropout_scales_and_masks():

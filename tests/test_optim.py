@@ -128,6 +128,20 @@ def test_loop_path_updates_column_major_params_in_place(seed):
         np.testing.assert_allclose(params[n], want[n], rtol=1e-12, atol=1e-13)
 
 
+def test_gradients_in_another_layout_are_paired_by_index():
+    """A gradient buffer with the parameters' offsets but a row-major W_U (where the
+    parameters keep it column-major) updates each element with its own gradient."""
+    rng = np.random.default_rng(3)
+    _, params = flat_params(SHAPES, rng, np.float64, ("wte",))
+    _, grads = flat_params(SHAPES, rng, np.float64)  # same offsets, every array row-major
+    ref = {n: a.copy() for n, a in params.items()}
+    opt = AdamW(params, lr=1e-2, weight_decay=0.0)
+    opt.step(grads)
+    want = reference_adamw(ref, [grads], [1e-2], (0.9, 0.999), 1e-8, 0.0, opt.decay_names)
+    for n in params:
+        np.testing.assert_allclose(params[n], want[n], rtol=1e-12, atol=1e-13)
+
+
 def test_large_flat_buffer_crosses_chunks():
     rng = np.random.default_rng(0)
     shapes = {"a.w": (400, 300), "b": (7,), "wte": (500, 200), "c.w": (300, 300)}  # > 3 chunks
