@@ -244,7 +244,7 @@ class AdamW:
                 self._update_flat(p, g, self.m[name].ravel(order), self.v[name].ravel(order),
                                   True if name in self.decay_names else None)
                 if not np.shares_memory(p, param):
-                    param[...] = p.reshape(param.shape)
+                    param[...] = p.reshape(param.shape, order=order)
 
     def _grad_flat(self, garrays) -> np.ndarray | None:
         """The gradients' flat buffer when it has exactly the parameters' layout, else None."""
