@@ -24,7 +24,7 @@ import numpy as np
 from . import _parallel
 
 __all__ = [
-    "embedding_forward", "embedding_backward", "layer_norm_forward", "layer_norm_backward",
+    "is_column_major", "embedding_forward", "embedding_backward", "layer_norm_forward", "layer_norm_backward",
     "linear_forward", "linear_backward", "gelu_forward", "gelu_backward", "split_heads",
     "attention_forward", "attention_backward", "cross_entropy_forward", "cross_entropy_backward", "cross_entropy_fused",
     "causal_mask", "softmax_inplace", "log_softmax_inplace", "dropout_forward", "dropout_backward",
@@ -68,8 +68,10 @@ def _by_chunks(fn, n_rows, width, min_work=None):
     return _parallel.for_row_blocks(run, n_rows, n_rows * width, min_work)
 
 
-def _column_major(a) -> bool:
-    return a.ndim == 2 and a.flags.f_contiguous and not a.flags.c_contiguous
+def is_column_major(a) -> bool:
+    """Whether ``a`` is a column-major matrix (Fortran order, not also C-contiguous): how the
+    GPT stores its unembedding (:func:`seqprob.gpt.params.column_major_names`)."""
+    return np.ndim(a) == 2 and a.flags.f_contiguous and not a.flags.c_contiguous
 
 
 SORTED_SCATTER_MIN = 1 << 22  # table elements from which the column-major scatter sums per id first
@@ -83,7 +85,7 @@ def embedding_forward(ids, W, out=None):
     gather (``benchmarks/probe_unembedding_layout.py``: 3.2 against 0.41 ms for 2,048 ids
     of a 4096 x 256 table); ``np.take`` over its strided rows was slower still."""
     ids = np.asarray(ids)
-    if not _column_major(W) or ids.dtype.kind not in "iu":
+    if not is_column_major(W) or ids.dtype.kind not in "iu":
         return np.take(W, ids, axis=0, out=out), (ids, W.shape[0])
     shape = ids.shape + (W.shape[1],)
     if out is None:
@@ -109,7 +111,7 @@ def embedding_backward(dout, cache, out=None):
     if out is None:
         out = np.zeros((vocab, dout.shape[-1]), dtype=dout.dtype)
     flat_ids, rows = np.ravel(ids), dout.reshape(-1, dout.shape[-1])  # (N,), (N, C)
-    if (not _column_major(out) or out.size < SORTED_SCATTER_MIN or not len(flat_ids)
+    if (not is_column_major(out) or out.size < SORTED_SCATTER_MIN or not len(flat_ids)
             or flat_ids.dtype.kind not in "iu" or flat_ids.min() < 0):
         np.add.at(out, flat_ids, rows)  # also what gives negative ids numpy's meaning
         return out

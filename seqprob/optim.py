@@ -16,6 +16,7 @@ import numpy as np
 from . import _parallel
 from .checks import check_int, check_real
 from .errors import CheckpointError, InputError
+from .nn import is_column_major
 
 __all__ = ["AdamW", "FlatArrays", "cosine_schedule", "clip_grad_norm", "default_decay"]
 
@@ -79,11 +80,6 @@ def _flat_buffer(mapping, names) -> tuple:
         if mapping[name].size != s.stop - s.start or not np.shares_memory(mapping[name], flat[s]):
             return None, None  # an entry was replaced by an array outside the buffer
     return flat, [mapping.slices[n].start for n in names]
-
-
-def _order(a) -> str:
-    """"F" for a column-major array (a GPT's unembedding), else "C"."""
-    return "F" if np.ndim(a) >= 2 and a.flags.f_contiguous and not a.flags.c_contiguous else "C"
 
 
 def _as_arrays(grads, names) -> list[np.ndarray]:
@@ -201,7 +197,7 @@ class AdamW:
         that one flat update pairs each element with its own moments."""
         lo, hi = self._offsets[name]
         shape = self.params[name].shape
-        if _order(self.params[name]) == "F":
+        if is_column_major(self.params[name]):
             return flat[lo:hi].reshape(shape[::-1]).T
         return flat[lo:hi].reshape(shape)
 
@@ -238,7 +234,7 @@ class AdamW:
         else:
             for name, g in zip(self.names, garrays):
                 param = self.params[name]
-                order = _order(param)  # p, g, m and v flattened in the same element order
+                order = "F" if is_column_major(param) else "C"  # p, g, m, v in one element order
                 p = param.ravel(order)  # a view when contiguous, else a copy (written back)
                 g = np.asarray(g, dtype=param.dtype).ravel(order)
                 self._update_flat(p, g, self.m[name].ravel(order), self.v[name].ravel(order),
