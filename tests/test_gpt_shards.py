@@ -210,7 +210,7 @@ def test_attention_parts_cover_heads_or_rows_once():
     parts = stages._attention_parts(cfg, 1024, 8)  # fewer heads than threads: query rows
     assert [p[0] for p in parts] == ["rows"] * 8
     assert parts[0][1] == 0 and parts[-1][2] == 1024
-    assert all(p[2] == q[1] and p[2] % 128 == 0 for p, q in zip(parts, parts[1:]))
+    assert all(p[2] == q[1] and p[2] % stages.Q_BLOCK == 0 for p, q in zip(parts, parts[1:]))
     assert parts[0][2] - parts[0][1] > parts[-1][2] - parts[-1][1]  # early rows are cheaper
 
 
