@@ -11,6 +11,9 @@ Shapes are those of one shard of the 2-thread forward of config "small" (4 seque
 positions, d 256, 4 heads, vocab 4096): each thread runs such a shard alone. Median of 15
 calls in milliseconds:
 
+- ``shard forward``: ``GPT.logprobs`` of the shard, then the wall time of each ``nn`` kernel
+  inside it (wrapped with a timer, median forward of 7 after 2 warm-ups), against the time
+  its matmul FLOPs take at this process's float32 GEMM peak (4096 x 768 x 3072);
 - ``attention q_block=..``: ``nn.causal_attention_inference`` of one layer at several query
   block sizes (the key blocks above the diagonal are skipped: smaller blocks compute fewer
   scores, but make more numpy calls), and its GEMMs alone at q_block 64;
@@ -21,8 +24,8 @@ calls in milliseconds:
 """
 from __future__ import annotations
 
-import math
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +40,45 @@ B, T, H_, HD, C, F, V = 4, 256, 4, 64, 256, 1024, 4096
 
 def median_ms(fn, calls: int = 15) -> float:
     return H.timeit(fn, runs=calls, warmups=2)["median"] * 1e3
+
+
+KERNELS = ("linear_forward", "causal_attention_inference", "log_softmax_inplace", "gelu_forward",
+           "layer_norm_forward", "embedding_forward")
+
+
+def shard_profile(rng) -> None:
+    """Where one shard's forward goes: the kernels' wall time and the GEMM floor."""
+    import functools
+    from unittest import mock
+
+    from seqprob.gpt import GPT, GPTConfig
+
+    model = GPT(GPTConfig(vocab_size=V, block_size=T, n_layer=4, n_head=H_, n_embd=C), seed=0)
+    ids, spent = rng.integers(0, V, (B, T)), dict.fromkeys(KERNELS, 0.0)
+
+    def timed(name, fn, *a, **k):
+        t0 = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            spent[name] += time.perf_counter() - t0
+    patches = [mock.patch.object(nn, name, functools.partial(timed, name, getattr(nn, name)))
+               for name in KERNELS]
+    for p in patches:
+        p.start()
+    try:
+        total = H.timeit(lambda: model.logprobs(ids), runs=7, warmups=2)["median"] * 1e3
+    finally:
+        for p in patches:
+            p.stop()
+    M, K, N = H.MATMUL_SHAPE
+    peak = H.numpy_matmul_peak(7, 2)["gflops"]
+    flops = 4 * (2 * B * T * 12 * C * C + 4 * B * T * T * C) + 2 * B * T * C * V
+    print(f"shard forward {total:7.1f} ms; its matmul FLOPs at the {M}x{K}x{N} peak "
+          f"({peak:.0f} GFLOP/s) {flops / peak / 1e6:.1f} ms = {flops / peak / 1e6 / total:.0%}")
+    for name in KERNELS:  # 9 calls were timed (2 warm-ups + 7 runs)
+        ms = spent[name] / 9 * 1e3
+        print(f"  {name:<28} {ms:7.1f} ms  {ms / total:5.1%}")
 
 
 def attention_rows(rng) -> None:
@@ -141,6 +183,7 @@ def main() -> None:
     print(f"one shard of the 2-thread forward of config small: {B} x {T}, d {C}, V {V}; "
           f"BLAS {info['pools']}")
     rng = np.random.default_rng(0)
+    shard_profile(rng)
     attention_rows(rng)
     elementwise_rows(rng)
 
