@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import CheckpointError, InputError, SeqProbFileError
 from . import safetensors as st
 from .config import GPTConfig
+from .params import copy_into
 
 __all__ = ["from_hf", "config_from_hf", "ARCHITECTURES"]
 
@@ -326,7 +327,7 @@ def _fused(out: np.ndarray, parts: list) -> np.ndarray:
     array: no concatenated copy for ``load_params`` to copy again)."""
     lo = 0
     for part in parts:
-        out[..., lo:lo + part.shape[-1]] = part
+        copy_into(out[..., lo:lo + part.shape[-1]], part)  # a transposed part: in row blocks
         lo += part.shape[-1]
     return out
 

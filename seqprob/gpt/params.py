@@ -96,10 +96,13 @@ def column_major_names(config) -> frozenset:
 
 
 def copy_into(dest: np.ndarray, value: np.ndarray, rows: int = 64) -> None:
-    """``dest[...] = value``; into a column-major ``dest`` from a row-major ``value`` (W_U
-    from a file), ``rows`` rows at a time so that both sides of the transposing copy stay in
-    cache (GPT-2's 50,257 x 768 W_U: 83 ms against 319 ms for one whole-array copy)."""
-    if dest.ndim != 2 or not (dest.T.flags.c_contiguous and value.flags.c_contiguous):
+    """``dest[...] = value``; a 2-D copy between different memory orders (a row-major file
+    array into a column-major W_U, a transposed HF matrix into a row-major parameter) goes
+    ``rows`` rows at a time so that both sides of the transposing copy stay in cache
+    (GPT-2's 50,257 x 768 W_U: 83 ms against 319 ms for one whole-array copy)."""
+    same_order = (dest.flags.c_contiguous and value.flags.c_contiguous) or \
+        (dest.flags.f_contiguous and value.flags.f_contiguous)
+    if dest.ndim != 2 or value.ndim != 2 or same_order:
         dest[...] = value
         return
     for lo in range(0, dest.shape[0], rows):
