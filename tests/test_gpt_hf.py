@@ -4,6 +4,7 @@ The fixtures in tests/fixtures/hf_gpt2/ were written by tests/fixtures/make_hf_g
 transformers' GPT2LMHeadModel; no network, no torch needed here.
 """
 import json
+import mmap
 import shutil
 import struct
 from pathlib import Path
@@ -172,11 +173,12 @@ def test_safetensors_round_trip(tmp_path_factory, spec, seed):
     tensors = {f"t{i}": (rng.standard_normal(shape) * 5).astype(dt) for i, (dt, shape) in enumerate(spec)}
     path = tmp_path_factory.mktemp("st") / "x.safetensors"
     save_file(tensors, path, metadata={"format": "np"})
-    back = load_file(path)
-    assert list(back) == list(tensors)
-    for k, v in tensors.items():
-        assert back[k].dtype == v.dtype and back[k].shape == v.shape
-        np.testing.assert_array_equal(back[k], v)
+    for mapped in (False, True):  # read into fresh arrays, or views on a memory map
+        back = load_file(path, mapped=mapped)
+        assert list(back) == list(tensors)
+        for k, v in tensors.items():
+            assert back[k].dtype == v.dtype and back[k].shape == v.shape
+            np.testing.assert_array_equal(back[k], v)
     header, start = read_header(path)
     assert header["__metadata__"] == {"format": "np"} and start % 8 == 0
 
@@ -187,9 +189,41 @@ def test_bf16_is_decoded_to_float32(tmp_path):
     header = json.dumps({"x": {"dtype": "BF16", "shape": [4], "data_offsets": [0, len(raw)]}}).encode()
     path = tmp_path / "b.safetensors"
     path.write_bytes(struct.pack("<Q", len(header)) + header + raw)
-    out = load_file(path)["x"]
-    assert out.dtype == np.float32
+    out, mapped = load_file(path)["x"], load_file(path, mapped=True)["x"]
+    assert out.dtype == mapped.dtype == np.float32
     np.testing.assert_allclose(out, values, rtol=1e-2)
+    np.testing.assert_array_equal(mapped, out)
+
+
+def test_a_file_cut_after_its_header_was_read_is_refused_when_mapped(tmp_path, monkeypatch):
+    """The header is checked against the file's size first; a file that shrinks before the
+    map is made gets a CheckpointError naming it, never a view past its end."""
+    import seqprob.gpt.safetensors as stmod
+
+    path = tmp_path / "cut.safetensors"
+    save_file({"a": np.arange(4, dtype=np.float32), "b": np.arange(1000, dtype=np.float32)}, path)
+    real = stmod.read_header
+
+    def header_then_cut(p):
+        result = real(p)
+        with open(p, "r+b") as handle:
+            handle.truncate(path.stat().st_size - 100)
+        return result
+    monkeypatch.setattr(stmod, "read_header", header_then_cut)
+    with pytest.raises(CheckpointError, match="ended inside a tensor"):
+        load_file(path, mapped=True)
+
+
+def test_from_hf_keeps_no_view_of_the_file():
+    """from_hf maps the file and copies every tensor: the parameters are the model's own
+    writable arrays, none of them a view of the mapped file."""
+    model = GPT.from_hf(HF / "tiny")
+    for name, value in model.params.items():
+        assert value.flags.writeable, name
+        base = value
+        while isinstance(base, np.ndarray) and base.base is not None:
+            base = base.base
+        assert not isinstance(base, mmap.mmap), name
 
 
 def test_unknown_dtype_and_bad_header(tmp_path):

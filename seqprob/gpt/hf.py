@@ -250,7 +250,7 @@ def _read_all(files: list[Path], skip) -> tuple[dict, dict]:
     """name -> array of every tensor in ``files`` (skipping ``skip(name)``), and name -> file."""
     tensors, where = {}, {}
     for file in files:
-        for key, value in st.load_file(file, skip=skip).items():
+        for key, value in st.load_file(file, skip=skip, mapped=True).items():  # copied by load_params
             tensors[key], where[key] = value, file.name
     return tensors, where
 
