@@ -145,6 +145,14 @@ def timeit(fn, runs: int, warmups: int) -> dict:
     return {"median": statistics.median(times), "min": min(times), "max": max(times)}
 
 
+def describe_blas() -> str:
+    """This process's BLAS pools as "library threads kernel" (threadpoolctl)."""
+    from threadpoolctl import threadpool_info
+
+    return "; ".join(f"{Path(p['filepath']).name} {p['num_threads']} thr {p.get('architecture')}"
+                     for p in threadpool_info() if p["user_api"] == "blas")
+
+
 def peak_rss_mib() -> float:
     """Peak resident set size of this process so far (ru_maxrss is KiB on Linux)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

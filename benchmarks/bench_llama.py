@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -121,13 +120,16 @@ def seqprob_side(part: str, folder: Path, spec: dict, shape: dict, threads: int,
                 opt.step(grads)
             out["train_step"] = H.timeit(step, runs, 2)
     out["peak_rss_mib"] = H.peak_rss_mib()
+    out["blas"] = H.describe_blas()
     return out
 
 
 # ----------------------------------------------------------------------------- parent
-def child(side: str, part: str, folder: Path, threads: int, runs: int, quick: bool) -> dict:
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
-           "MKL_NUM_THREADS": str(threads)}
+def child(side: str, part: str, folder: Path, threads: int, runs: int, quick: bool,
+          keep_openblas_env: bool = False) -> dict:
+    # the same environment as the other GPT benchmarks: thread variables set, and the machine's
+    # OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE dropped unless kept (benchmarks/README.md, Method)
+    env = H.child_env(threads, keep_openblas_env)
     cmd = [sys.executable, __file__, "--child", side, part, str(folder), str(threads), str(runs)]
     cmd += ["--quick"] if quick else []
     res = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -140,7 +142,8 @@ def fmt(t: dict) -> str:
     return f"{t['median']:.4f} [{t['min']:.4f}, {t['max']:.4f}]"
 
 
-def run_part(part: str, threads: list, runs: int, pairs: int, quick: bool, tmp: Path) -> None:
+def run_part(part: str, threads: list, runs: int, pairs: int, quick: bool, tmp: Path,
+             keep_openblas_env: bool = False) -> None:
     folder = tmp / part
     folder.mkdir(exist_ok=True)
     shape = {"B": 2, "T": 16} if quick else SHAPES[part]
@@ -149,8 +152,10 @@ def run_part(part: str, threads: list, runs: int, pairs: int, quick: bool, tmp: 
     for thr in threads:
         ratios = {row: [] for row in rows}
         for pair in range(pairs):
-            t = child("torch", part, folder, thr, runs, quick)  # first: it writes the checkpoint
-            s = child("seqprob", part, folder, thr, runs, quick)
+            t = child("torch", part, folder, thr, runs, quick, keep_openblas_env)  # first: it writes the checkpoint
+            s = child("seqprob", part, folder, thr, runs, quick, keep_openblas_env)
+            if pair == 0:
+                print(f"  thr {thr} seqprob BLAS: {s['blas']}")
             for row in rows:
                 ts, ss = (t[row], s[row]) if row != "load" else ({"median": t[row]}, {"median": s[row]})
                 ratios[row].append(ts["median"] / ss["median"])
@@ -171,6 +176,8 @@ def main(argv=None) -> None:
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--parts", nargs="+", default=["small", "100m"], choices=["small", "100m"])
     ap.add_argument("--quick", action="store_true", help="tiny sizes, for a sanity run")
+    ap.add_argument("--keep-openblas-env", action="store_true",
+                    help="keep OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE in the children")
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -182,7 +189,7 @@ def main(argv=None) -> None:
         return
     with tempfile.TemporaryDirectory(prefix="bench_llama_") as tmp:
         for part in args.parts:
-            run_part(part, args.threads, args.runs, args.pairs, args.quick, Path(tmp))
+            run_part(part, args.threads, args.runs, args.pairs, args.quick, Path(tmp), args.keep_openblas_env)
 
 
 if __name__ == "__main__":
