@@ -17,6 +17,8 @@ calls in milliseconds:
 - ``attention q_block=..``: ``nn.causal_attention_inference`` of one layer at several query
   block sizes (the key blocks above the diagonal are skipped: smaller blocks compute fewer
   scores, but make more numpy calls), and its GEMMs alone at q_block 64;
+- ``log-softmax 1,024 x V``: the unembedding's log-softmax in 512-row pieces against blocks
+  of ``LSM_BLOCK`` logits, for V = 4,096, 32,000 and 50,257;
 - ``log-softmax`` over V of the shard's 1,024 rows (in place, 64-row chunks as
   ``GPT._unembed_logprobs``), ``GELU`` (tanh) of the (1,024, 1,024) MLP activations,
   ``LayerNorm`` of the (1,024, 256) residual: seqprob's kernel, then a fused one-pass-per-row
@@ -98,6 +100,25 @@ def attention_rows(rng) -> None:
                 np.matmul(qs[b][:, q0:w], ks[b][:, :w].transpose(0, 2, 1), out=s[:, :, :w])
                 np.matmul(s[:, :, :w], vs[b][:, :w], out=y)
     print(f"attention GEMMs alone, q_block=64 {median_ms(gemms):7.3f} ms per layer")
+
+
+def log_softmax_blocks(rng) -> None:
+    """The unembedding's log-softmax of 1,024 rows over V: in 512-row pieces (what
+    token_logprobs did before) against blocks of ``LSM_BLOCK`` logits (what it does now)."""
+    from seqprob.gpt.model import LSM_BLOCK
+
+    for V in (4096, 32000, 50257):
+        u0 = rng.standard_normal((1024, V), dtype=np.float32) * 3
+        u = u0.copy()
+
+        def pieces(rows):
+            tmp = np.empty((rows, V), np.float32)
+            for i in range(0, len(u), rows):
+                nn.log_softmax_inplace(u[i:i + rows], tmp=tmp[:len(u[i:i + rows])])
+        reset = median_ms(lambda: np.copyto(u, u0))
+        old = median_ms(lambda: (np.copyto(u, u0), pieces(512))) - reset
+        new = median_ms(lambda: (np.copyto(u, u0), pieces(max(1, LSM_BLOCK // V)))) - reset
+        print(f"log-softmax 1,024 x {V:<6} 512-row pieces {old:7.2f} ms, {LSM_BLOCK}-logit blocks {new:7.2f} ms")
 
 
 def try_import(name):
@@ -185,6 +206,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     shard_profile(rng)
     attention_rows(rng)
+    log_softmax_blocks(rng)
     elementwise_rows(rng)
 
 

@@ -148,10 +148,10 @@ def load_file(path, skip=None, mapped: bool = False) -> dict:
         fresh memory (BF16 and big-endian tensors are still converted copies). For a caller
         that copies the tensors elsewhere at once (``GPT.from_hf``): the file's pages come
         from the page cache, with no second copy of the weights to allocate and fault in
-        (a 100M Llama's from_hf in a fresh process: ~3,100 page faults instead of ~39,500,
-        0.52 s [0.28-0.73] against 0.71 s [0.45-1.45], median [min-max] of 8 alternating
-        runs). As with every memory map, the file must not be truncated while the views
-        are in use.
+        (a 100M Llama's from_hf in a fresh process: ~2,600 page faults instead of ~39,500,
+        0.46 s [0.27-1.02] against 0.57 s [0.34-1.76], median [min-max] of 8 alternating
+        runs of ``benchmarks/probe_from_hf_load.py``). As with every memory map, the file
+        must not be truncated while the views are in use.
 
     Raises
     ------

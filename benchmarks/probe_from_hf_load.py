@@ -1,0 +1,80 @@
+"""Probe: ``GPT.from_hf`` reading the safetensors file into fresh memory, or mapping it.
+
+Run with the benchmark venv (transformers writes the checkpoint once, ~1 minute in all)::
+
+    PYTHONPATH=. /work/bench/venv/bin/python benchmarks/probe_from_hf_load.py [--runs 8] [--folder DIR]
+
+Without ``--folder`` it writes the ~100M Llama of ``bench_llama.py`` (random weights, tied
+embeddings, 400 MB float32) into a temporary folder. Each run is a fresh process that imports
+seqprob, then times ``GPT.from_hf`` alone, with ``safetensors.load_file`` reading every tensor
+into a new array (``read``, what from_hf did before) or returning views on a memory map
+(``mapped``, what it does now); the two modes alternate. Printed: median [min-max] of the wall
+time, the user and system CPU time and the minor page faults of the load.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _harness as H  # noqa: E402
+
+CHILD = """
+import json, resource, sys, time
+from seqprob.gpt import GPT, safetensors as st
+if sys.argv[2] == "read":  # every tensor read into a new array, whatever from_hf asks
+    real = st.load_file
+    st.load_file = lambda path, skip=None, mapped=False: real(path, skip=skip, mapped=False)
+r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+GPT.from_hf(sys.argv[1])
+wall, r1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"wall": wall, "user": r1.ru_utime - r0.ru_utime, "sys": r1.ru_stime - r0.ru_stime,
+                  "faults": r1.ru_minflt - r0.ru_minflt}))
+"""
+
+
+def write_llama(folder: Path) -> None:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from bench_llama import BIG
+
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(**BIG)).save_pretrained(folder)
+
+
+def one_load(folder: Path, mode: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(folder), mode], env=H.child_env(1),
+                          capture_output=True, text=True, check=True, cwd=H.ROOT)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=8)
+    ap.add_argument("--folder", type=Path, help="an HF checkpoint folder (default: write the 100M Llama)")
+    args = ap.parse_args(argv)
+    folder = args.folder
+    if folder is None:
+        folder = Path(tempfile.mkdtemp(prefix="seqprob-probe-", dir=H.workdir()))
+        write_llama(folder)
+    results = {"read": [], "mapped": []}
+    for _ in range(args.runs):
+        for mode in results:
+            results[mode].append(one_load(folder, mode))
+    for mode, runs in results.items():
+        line = []
+        for key in ("wall", "user", "sys", "faults"):
+            xs = [r[key] for r in runs]
+            fmt = "{:.0f}" if key == "faults" else "{:.3f}"
+            line.append(f"{key} {fmt.format(statistics.median(xs))} [{fmt.format(min(xs))}-{fmt.format(max(xs))}]")
+        print(f"{mode:<7} " + ", ".join(line))
+
+
+if __name__ == "__main__":
+    main()
