@@ -214,6 +214,20 @@ def test_a_file_cut_after_its_header_was_read_is_refused_when_mapped(tmp_path, m
         load_file(path, mapped=True)
 
 
+def test_a_file_that_cannot_be_mapped_is_read(tmp_path, monkeypatch):
+    path = tmp_path / "plain.safetensors"
+    tensors = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.ones(2, np.float64)}
+    save_file(tensors, path)
+
+    def refuse(*args, **kwargs):
+        raise OSError(19, "No such device")  # what mmap says on a file system without it
+    monkeypatch.setattr(mmap, "mmap", refuse)
+    back = load_file(path, mapped=True)
+    for k, v in tensors.items():
+        np.testing.assert_array_equal(back[k], v)
+        assert back[k].flags.writeable  # read into its own array, not a view of a map
+
+
 def test_from_hf_keeps_no_view_of_the_file():
     """from_hf maps the file and copies every tensor: the parameters are the model's own
     writable arrays, none of them a view of the mapped file."""

@@ -15,6 +15,7 @@ Examples
 from __future__ import annotations
 
 import json
+import logging
 import math
 import mmap
 import os
@@ -36,6 +37,7 @@ DTYPES = {
 }
 _NAMES = {np.dtype(v).str: k for k, v in DTYPES.items() if k != "BF16"}
 _MAX_HEADER = 100 * 2**20
+log = logging.getLogger(__name__)
 
 
 def read_header(path) -> tuple[dict, int]:
@@ -151,7 +153,8 @@ def load_file(path, skip=None, mapped: bool = False) -> dict:
         (a 100M Llama's from_hf in a fresh process: ~2,600 page faults instead of ~39,500,
         0.46 s [0.27-1.02] against 0.57 s [0.34-1.76], median [min-max] of 8 alternating
         runs of ``benchmarks/probe_from_hf_load.py``). As with every memory map, the file
-        must not be truncated while the views are in use.
+        must not be truncated while the views are in use. A file that cannot be mapped
+        (some network or FUSE file systems) is read instead.
 
     Raises
     ------
@@ -162,8 +165,10 @@ def load_file(path, skip=None, mapped: bool = False) -> dict:
     """
     path = os.fspath(path)
     header, start = read_header(path)
-    if mapped:
-        return _map_all(path, header, start, skip)
+    data = _map(path) if mapped else None
+    if data is not None:
+        return {name: _mapped_tensor(data, entry, start, path) for name, entry in header.items()
+                if name != "__metadata__" and not (skip is not None and skip(name))}
     out = {}
     try:
         with open(path, "rb") as handle:
@@ -176,15 +181,15 @@ def load_file(path, skip=None, mapped: bool = False) -> dict:
     return out
 
 
-def _map_all(path: str, header: dict, start: int, skip) -> dict:
+def _map(path: str):
+    """A read-only memory map of the file, or None where it cannot be mapped (some network
+    and FUSE file systems): the caller then reads the file instead."""
     try:
         with open(path, "rb") as handle:
-            data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError) as exc:
-        raise SeqProbFileError(f"cannot map {path!r}: {getattr(exc, 'strerror', None) or exc}",
-                               path=path) from exc
-    return {name: _mapped_tensor(data, entry, start, path) for name, entry in header.items()
-            if name != "__metadata__" and not (skip is not None and skip(name))}
+        log.debug("cannot map %r (%s): reading it instead", path, exc)
+        return None
 
 
 def _mapped_tensor(data: mmap.mmap, entry: dict, start: int, path: str) -> np.ndarray:
