@@ -19,8 +19,8 @@ calls in milliseconds:
   scores, but make more numpy calls), and its GEMMs alone at q_block 64;
 - ``log-softmax 1,024 x V``: the unembedding's log-softmax in 512-row pieces against blocks
   of ``LSM_BLOCK`` logits, for V = 4,096, 32,000 and 50,257;
-- ``log-softmax`` over V of the shard's 1,024 rows (in place, 64-row chunks as
-  ``GPT._unembed_logprobs``), ``GELU`` (tanh) of the (1,024, 1,024) MLP activations,
+- ``log-softmax`` over V of the shard's 1,024 rows (in place, in 64-row chunks), ``GELU``
+  (tanh) of the (1,024, 1,024) MLP activations,
   ``LayerNorm`` of the (1,024, 256) residual: seqprob's kernel, then a fused one-pass-per-row
   numba kernel (``fastmath``) and a numexpr expression where they apply.
 """

@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from .errors import InputError
 
 __all__ = ["num_threads", "set_num_threads", "for_row_blocks", "run_tasks", "blas_controller",
-           "single_threaded_blas", "shard_threads", "shard_bounds", "map_ordered"]
+           "single_threaded_blas", "row_threads", "shard_threads", "shard_bounds", "map_ordered"]
 
 MIN_WORK = 1 << 15  # elements per thread below which a split does not pay
 _ENV_VARS = ("SEQPROB_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -149,6 +149,12 @@ def single_threaded_blas():
     (also on an exception). Requires :func:`blas_controller` to be non-None."""
     with blas_controller().limit(limits=1):
         yield
+
+
+def row_threads() -> int:
+    """How many threads a :func:`for_row_blocks` call made here would use at most: 1 inside
+    a pool worker or a task of :func:`run_tasks` (it runs inline), else :func:`num_threads`."""
+    return 1 if getattr(_local, "inside", False) else num_threads()
 
 
 def shard_threads(n_items: int, work: int, min_work: int) -> int:

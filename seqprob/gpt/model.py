@@ -33,9 +33,11 @@ log = logging.getLogger(__name__)
 MIN_SHARD_WORK = 1 << 16  # elements of the (rows, n_embd) stream per shard below which the
 # per-op path runs (a shard hand-off and its own workspace do not pay for a small batch)
 MIN_STAGE_ROWS = 128  # one sequence shorter than this keeps the per-op path
-LSM_BLOCK = 1 << 17  # logits per log-softmax block (512 KiB float32: with its scratch, in a
-# 1 MiB L2). Its five passes then read the block from L2: on the Zen 5 VM (1 thread, 1,024 rows)
-# V = 4,096 4.6 ms against 7.1 ms in 512-row blocks, V = 32,000 26 ms against 31-39 ms.
+LSM_BLOCK = 1 << 17  # logits per log-softmax block and thread (512 KiB in float32: with its
+# scratch, in a 1 MiB L2). Its five passes then read the block from L2: on the Zen 5 VM (1 thread,
+# 1,024 rows; benchmarks/probe_fused_kernels.py) V = 4,096 5.3 ms against 6.5 ms in 512-row
+# pieces, V = 32,000 26.1 against 42.7 ms. A call made outside the thread pool gets one block
+# per thread, so that log_softmax_inplace still splits it over every thread.
 
 
 def _quiet(method):
@@ -339,7 +341,7 @@ class GPT(BaseLanguageModel):
     def _unembed_logprobs(self, h2: np.ndarray, out: np.ndarray, chunk: int | None = None) -> np.ndarray:
         """log-softmax(h2 W_Uᵀ) of rows h2 (N, C) into out (N, V), in cache-sized row chunks
         (default: at most 64 rows and ``LSM_BLOCK`` logits)."""
-        chunk = chunk or max(1, min(64, LSM_BLOCK // out.shape[1]))
+        chunk = chunk or max(1, min(64, LSM_BLOCK // out.shape[1])) * _parallel.row_threads()
         np.matmul(h2, self._w_u.T, out=out)  # (N, V)
         tmp = np.empty((min(chunk, len(out)), out.shape[1]), dtype=out.dtype)
         for i in range(0, len(out), chunk):
@@ -367,7 +369,7 @@ class GPT(BaseLanguageModel):
         N, V = len(h2), self.config.vocab_size
         chunk = chunk or min(512, max(64, 2 ** 22 // V))
         tmp = np.empty((min(chunk, N), V), dtype=self.dtype)
-        step = max(1, LSM_BLOCK // V)
+        step = max(1, LSM_BLOCK // V) * _parallel.row_threads()
         scratch = np.empty((min(step, len(tmp)), V), dtype=self.dtype)
         w_u = self._w_u
         for i in range(0, N, chunk):

@@ -196,7 +196,7 @@ def _mapped_tensor(data: mmap.mmap, entry: dict, start: int, path: str) -> np.nd
     dtype_name, shape, (begin, end) = entry["dtype"], entry["shape"], entry["data_offsets"]
     dtype = DTYPES[dtype_name]
     if start + end > len(data):  # the header was checked against the file: it changed under us
-        raise CheckpointError(f"{path!r} ended inside a tensor ({len(data) - start - begin} of "
+        raise CheckpointError(f"{path!r} ended inside a tensor ({max(0, len(data) - start - begin)} of "
                               f"{end - begin} bytes)", path=path)
     if end == begin:
         arr = np.empty(shape, dtype=dtype)
