@@ -340,7 +340,7 @@ class GPT(BaseLanguageModel):
 
     def _unembed_logprobs(self, h2: np.ndarray, out: np.ndarray, chunk: int | None = None) -> np.ndarray:
         """log-softmax(h2 W_Uᵀ) of rows h2 (N, C) into out (N, V), in cache-sized row chunks
-        (default: at most 64 rows and ``LSM_BLOCK`` logits)."""
+        (default: at most 64 rows and ``LSM_BLOCK`` logits per thread)."""
         chunk = chunk or max(1, min(64, LSM_BLOCK // out.shape[1])) * _parallel.row_threads()
         np.matmul(h2, self._w_u.T, out=out)  # (N, V)
         tmp = np.empty((min(chunk, len(out)), out.shape[1]), dtype=out.dtype)

@@ -19,7 +19,7 @@ Notes
 -----
 With n threads and T rows, thread i owns rows [T i / n, T (i + 1) / n); for the query-row
 split of attention, whose cost up to row r grows as r², the bounds are T sqrt(i / n)
-rounded to the query block (``Q_BLOCK``, 64).
+rounded to the query block (``Q_BLOCK``, 128).
 """
 from __future__ import annotations
 
