@@ -9,7 +9,8 @@ embeddings, 400 MB float32) into a temporary folder. Each run is a fresh process
 seqprob, then times ``GPT.from_hf`` alone, with ``safetensors.load_file`` reading every tensor
 into a new array (``read``, what from_hf did before) or returning views on a memory map
 (``mapped``, what it does now); the two modes alternate. Printed: median [min-max] of the wall
-time, the user and system CPU time and the minor page faults of the load.
+time, the user and system CPU time and the minor page faults of the load, and the process's
+peak RSS (mapped file pages count in it while they are mapped).
 """
 from __future__ import annotations
 
@@ -29,12 +30,12 @@ import json, resource, sys, time
 from seqprob.gpt import GPT, safetensors as st
 if sys.argv[2] == "read":  # every tensor read into a new array, whatever from_hf asks
     real = st.load_file
-    st.load_file = lambda path, skip=None, mapped=False: real(path, skip=skip, mapped=False)
+    st.load_file = lambda path, skip=None, mapped=False, bf16=None: real(path, skip=skip, mapped=False, bf16=bf16)
 r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
 GPT.from_hf(sys.argv[1])
 wall, r1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"wall": wall, "user": r1.ru_utime - r0.ru_utime, "sys": r1.ru_stime - r0.ru_stime,
-                  "faults": r1.ru_minflt - r0.ru_minflt}))
+                  "faults": r1.ru_minflt - r0.ru_minflt, "peak_rss_mib": r1.ru_maxrss / 1024}))
 """
 
 
@@ -69,9 +70,9 @@ def main(argv=None) -> None:
             results[mode].append(one_load(folder, mode))
     for mode, runs in results.items():
         line = []
-        for key in ("wall", "user", "sys", "faults"):
+        for key in ("wall", "user", "sys", "faults", "peak_rss_mib"):
             xs = [r[key] for r in runs]
-            fmt = "{:.0f}" if key == "faults" else "{:.3f}"
+            fmt = "{:.3f}" if key in ("wall", "user", "sys") else "{:.0f}"
             line.append(f"{key} {fmt.format(statistics.median(xs))} [{fmt.format(min(xs))}-{fmt.format(max(xs))}]")
         print(f"{mode:<7} " + ", ".join(line))
 

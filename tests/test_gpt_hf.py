@@ -228,6 +228,25 @@ def test_a_file_that_cannot_be_mapped_is_read(tmp_path, monkeypatch):
         assert back[k].flags.writeable  # read into its own array, not a view of a map
 
 
+def test_released_pages_of_a_mapped_file_read_the_same_values(tmp_path):
+    """safetensors.release drops a mapped view's pages once it is copied (from_hf's loading
+    stays near the model's own size); reading the view again maps them back from the file.
+    On arrays that are not views of a map it does nothing."""
+    from seqprob.gpt.safetensors import release
+    path = tmp_path / "r.safetensors"
+    rng = np.random.default_rng(0)
+    tensors = {"a": rng.standard_normal((300, 7)).astype(np.float32), "b": rng.standard_normal(5000)}
+    save_file(tensors, path)
+    mapped = load_file(path, mapped=True)
+    for view in (mapped["a"].T, mapped["a"][10:20], mapped["b"], mapped["a"][:0]):
+        release(view)
+    for k, v in tensors.items():
+        np.testing.assert_array_equal(mapped[k], v)
+    own = tensors["b"].copy()
+    release(own)
+    np.testing.assert_array_equal(own, tensors["b"])
+
+
 def test_from_hf_keeps_no_view_of_the_file():
     """from_hf maps the file and copies every tensor: the parameters are the model's own
     writable arrays, none of them a view of the mapped file."""

@@ -188,3 +188,51 @@ def test_f16_weights_load(tmp_path):
     model = GPT.from_hf(folder, dtype="float64")
     assert model.params["wte"].dtype == np.float64
     np.testing.assert_array_equal(model.params["wte"], tensors["model.embed_tokens.weight"].astype(np.float16))
+
+
+@pytest.mark.parametrize("bits, what", [(0x7FC0, "NaN"), (0xFF80, "-inf"), (0x7F80, "inf")])
+def test_bf16_nan_and_inf_are_refused_from_the_raw_bits(tmp_path, bits, what):
+    """BF16 tensors stay undecoded until they are copied; the NaN/inf check reads their bits
+    (exponent all ones) and names the tensor, whatever the value is."""
+    from seqprob.gpt.safetensors import read_header
+    folder = _copy(tmp_path, "bf16")
+    path = folder / "model.safetensors"
+    header, start = read_header(path)
+    name = "model.layers.0.mlp.down_proj.weight"
+    assert header[name]["dtype"] == "BF16"
+    raw = bytearray(path.read_bytes())
+    at = start + header[name]["data_offsets"][0] + 2 * 7  # the 8th element
+    raw[at:at + 2] = bits.to_bytes(2, "little")
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match="down_proj.*NaN or inf"):
+        GPT.from_hf(folder)
+
+
+def test_bf16_tensors_come_raw_when_asked_and_decode_to_the_same_values():
+    from seqprob.gpt.safetensors import bf16_to_float32, load_file
+    path = HF / "bf16" / "model.safetensors"
+    names = set()
+    for mapped in (False, True):
+        raw, decoded = load_file(path, mapped=mapped, bf16=names), load_file(path, mapped=mapped)
+        assert names and names <= set(raw)
+        for k in raw:
+            if k in names:
+                assert raw[k].dtype == np.uint16 and decoded[k].dtype == np.float32
+                np.testing.assert_array_equal(bf16_to_float32(raw[k]), decoded[k])
+            else:
+                np.testing.assert_array_equal(raw[k], decoded[k])
+
+
+def test_params_are_copied_into_the_model_as_they_are_set():
+    """from_hf's parameter dict writes each tensor through to the model's own array (so a
+    decoded or transposed tensor can go at once); what the model lacks or cannot hold is
+    kept as given, for load_params to refuse by name."""
+    from seqprob.gpt.hf import _Params
+    dest = {"w": np.zeros((2, 3), np.float64), "g": np.zeros(3, np.float64)}
+    params = _Params(dest)
+    params["w"] = np.arange(6, dtype=np.float32).reshape(3, 2).T  # a transposed float32 view
+    params["g"] = np.ones(4)  # the wrong shape
+    params["x"] = np.ones(2)  # not a parameter
+    assert params["w"] is dest["w"]
+    np.testing.assert_array_equal(dest["w"], np.arange(6).reshape(3, 2).T)
+    assert params["g"].shape == (4,) and not dest["g"].any() and params["x"].shape == (2,)

@@ -246,13 +246,34 @@ def _shards(folder: Path) -> list[Path]:
     raise SeqProbFileError(f"no model.safetensors in {str(folder)!r}{hint}", path=str(folder))
 
 
-def _read_all(files: list[Path], skip) -> tuple[dict, dict]:
-    """name -> array of every tensor in ``files`` (skipping ``skip(name)``), and name -> file."""
-    tensors, where = {}, {}
+def _read_all(files: list[Path], skip) -> tuple[dict, dict, set]:
+    """name -> array of every tensor in ``files`` (skipping ``skip(name)``; views on the
+    mapped files, BF16 ones as raw bits), name -> file, and the names of the BF16 tensors."""
+    tensors, where, bf16 = {}, {}, set()
     for file in files:
-        for key, value in st.load_file(file, skip=skip, mapped=True).items():  # copied by load_params
+        for key, value in st.load_file(file, skip=skip, mapped=True, bf16=bf16).items():
             tensors[key], where[key] = value, file.name
-    return tensors, where
+    return tensors, where, bf16
+
+
+class _Params(dict):
+    """Parameters by seqprob name, each copied into the model's own array as it is set (the
+    value kept is that array): a tensor decoded from BF16 or transposed from the file is
+    dropped at once, so loading holds the model plus about one tensor, not a second model.
+    A name the model lacks, or a shape it does not have, is kept as given for
+    ``load_params`` to refuse by name."""
+
+    def __init__(self, dest: dict):
+        super().__init__()
+        self.dest = dest
+
+    def __setitem__(self, name, value):
+        target = self.dest.get(name)
+        if target is not None and value is not target and np.shape(value) == target.shape:
+            copy_into(target, value)
+            st.release(value)  # a view of the mapped file: its pages are not needed again
+            value = target
+        super().__setitem__(name, value)
 
 
 def _read_config(folder: Path) -> dict:
@@ -288,17 +309,17 @@ def _gpt2_name(key: str) -> str | None:
 _SIZE_FIELDS = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner")
 
 
-def _gpt2_params(tensors: dict, where: dict, config, hf: dict) -> dict:
+def _gpt2_params(tensors: dict, where: dict, config, hf: dict, dest: dict, bf16=frozenset()) -> dict:
     from .params import param_shapes
     shapes = param_shapes(config)
-    out = {}
+    out = _Params(dest)
     for key, value in tensors.items():
         name = _gpt2_name(key)
         if name in shapes and tuple(value.shape) != shapes[name]:
             sizes = ", ".join(f"{k}={hf[k]}" for k in _SIZE_FIELDS if k in hf)
             raise CheckpointError(f"tensor {key!r} in {where.get(key)!r} has shape {tuple(value.shape)}, "
                                   f"config.json ({sizes}) needs {shapes[name]}", name=key)
-        out[name] = value
+        out[name] = _decode_bf16(value) if key in bf16 else value
     return out
 
 
@@ -306,8 +327,8 @@ def _gpt2_params(tensors: dict, where: dict, config, hf: dict) -> dict:
 class _Taker:
     """Pops HF tensors by name, checking presence and shape against the config."""
 
-    def __init__(self, tensors: dict, where: dict, kind: str):
-        self.tensors, self.where, self.kind = tensors, where, kind
+    def __init__(self, tensors: dict, where: dict, kind: str, bf16=frozenset()):
+        self.tensors, self.where, self.kind, self.bf16 = tensors, where, kind, bf16
 
     def __call__(self, name: str, shape: tuple, optional: bool = False):
         if name not in self.tensors:
@@ -319,7 +340,14 @@ class _Taker:
         if tuple(value.shape) != tuple(shape):
             raise CheckpointError(f"tensor {name!r} in {self.where.get(name)!r} has shape {tuple(value.shape)}, "
                                   f"config.json needs {tuple(shape)}", name=name, shape=tuple(value.shape))
-        return value
+        return _decode_bf16(value) if name in self.bf16 else value
+
+
+def _decode_bf16(raw: np.ndarray) -> np.ndarray:
+    """float32 values of raw BF16 bits; the raw view's mapped pages are dropped after."""
+    values = st.bf16_to_float32(raw)
+    st.release(raw)
+    return values
 
 
 def _fused(out: np.ndarray, parts: list) -> np.ndarray:
@@ -328,16 +356,18 @@ def _fused(out: np.ndarray, parts: list) -> np.ndarray:
     lo = 0
     for part in parts:
         copy_into(out[..., lo:lo + part.shape[-1]], part)  # a transposed part: in row blocks
+        st.release(part)
         lo += part.shape[-1]
     return out
 
 
-def _llama_params(tensors: dict, where: dict, config, kind: str, dest: dict) -> dict:
-    take = _Taker(tensors, where, kind)
+def _llama_params(tensors: dict, where: dict, config, kind: str, dest: dict, bf16=frozenset()) -> dict:
+    take = _Taker(tensors, where, kind, bf16)
     C, F, hd = config.n_embd, config.mlp_width, config.head_dim
     nq, nk = config.n_head * hd, config.kv_heads * hd
-    out = {"wte": take("model.embed_tokens.weight", (config.vocab_size, C)),
-           "ln_f.g": take("model.norm.weight", (C,))}
+    out = _Params(dest)
+    out["wte"] = take("model.embed_tokens.weight", (config.vocab_size, C))
+    out["ln_f.g"] = take("model.norm.weight", (C,))
     for i in range(config.n_layer):
         pre, dst = f"model.layers.{i}.", f"h.{i}."
         attn, mlp = pre + "self_attn.", pre + "mlp."
@@ -363,12 +393,13 @@ def _llama_params(tensors: dict, where: dict, config, kind: str, dest: dict) -> 
     return out
 
 
-def _neox_params(tensors: dict, where: dict, config, dest: dict) -> dict:
-    take = _Taker(tensors, where, "gpt_neox")
+def _neox_params(tensors: dict, where: dict, config, dest: dict, bf16=frozenset()) -> dict:
+    take = _Taker(tensors, where, "gpt_neox", bf16)
     C, F, H, hd, b = config.n_embd, config.mlp_width, config.n_head, config.head_dim, config.bias
-    out = {"wte": take("gpt_neox.embed_in.weight", (config.vocab_size, C)),
-           "ln_f.g": take("gpt_neox.final_layer_norm.weight", (C,)),
-           "ln_f.b": take("gpt_neox.final_layer_norm.bias", (C,))}
+    out = _Params(dest)
+    out["wte"] = take("gpt_neox.embed_in.weight", (config.vocab_size, C))
+    out["ln_f.g"] = take("gpt_neox.final_layer_norm.weight", (C,))
+    out["ln_f.b"] = take("gpt_neox.final_layer_norm.bias", (C,))
     for i in range(config.n_layer):
         pre, dst = f"gpt_neox.layers.{i}.", f"h.{i}."
         for src, name in (("input_layernorm", "ln_1"), ("post_attention_layernorm", "ln_2")):
@@ -402,12 +433,13 @@ _SKIP = {"gpt2": lambda k: _gpt2_name(k) is None,
          "gpt_neox": lambda k: k.endswith(("attention.bias", "attention.masked_bias", "rotary_emb.inv_freq"))}
 
 
-def _params(kind: str, tensors: dict, where: dict, config, hf: dict, dest: dict) -> dict:
-    """Parameters by seqprob name; fused matrices are written into ``dest`` (the model's own)."""
+def _params(kind: str, tensors: dict, where: dict, config, hf: dict, dest: dict, bf16=frozenset()) -> dict:
+    """Parameters by seqprob name, copied into ``dest`` (the model's own arrays) as they come;
+    ``bf16`` names the tensors still in raw BF16 bits."""
     if kind == "gpt2":
-        return _gpt2_params(tensors, where, config, hf)
-    out = _neox_params(tensors, where, config, dest) if kind == "gpt_neox" else \
-        _llama_params(tensors, where, config, kind, dest)
+        return _gpt2_params(tensors, where, config, hf, dest, bf16)
+    out = _neox_params(tensors, where, config, dest, bf16) if kind == "gpt_neox" else \
+        _llama_params(tensors, where, config, kind, dest, bf16)
     if tensors:
         names = sorted(tensors)
         raise CheckpointError(f"the {kind} checkpoint has tensors seqprob does not use: {names[:5]} "
@@ -458,13 +490,14 @@ def from_hf(path, dtype: str = "float32", tokenizer=None, cls=None):
     config = config_from_hf(hf, dtype=dtype)
     kind = "llama" if _kind(hf) in ("llama", "mistral", "qwen2") else _kind(hf)
     files = [path] if path.is_file() else _shards(folder)
-    tensors, where = _read_all(files, _SKIP[kind])
-    _check_finite(tensors)
+    tensors, where, bf16 = _read_all(files, _SKIP[kind])
+    _check_finite(tensors, bf16)
     special = {k: hf.get(k) for k in ("bos_token_id", "eos_token_id")}
     special = {k: v if isinstance(v, int) and 0 <= v < config.vocab_size else None for k, v in special.items()}
     model = cls(config, seed=0, _init=False, bos_id=special["bos_token_id"], eos_id=special["eos_token_id"])
-    # fused matrices (q|k|v, gate|up) are written straight into the model's arrays
-    params = _params(_kind(hf), tensors, where, config, hf, dest=model.params)
+    # every tensor is copied into the model's arrays as it is taken (fused q|k|v and gate|up
+    # written straight there); a BF16 one is decoded just before, and dropped just after
+    params = _params(_kind(hf), tensors, where, config, hf, dest=model.params, bf16=bf16)
     del tensors  # the file's arrays; ``params`` holds what the model keeps
     if config.tie_weights:
         params.pop("lm_head.w", None)
@@ -474,13 +507,27 @@ def from_hf(path, dtype: str = "float32", tokenizer=None, cls=None):
     return model
 
 
-def _check_finite(tensors: dict) -> None:
+def _check_finite(tensors: dict, bf16=frozenset()) -> None:
     for name, value in tensors.items():
-        if not np.issubdtype(value.dtype, np.floating):
+        if name in bf16:
+            finite = _bf16_finite(value)
+        elif not np.issubdtype(value.dtype, np.floating):
             raise CheckpointError(f"tensor {name!r} has dtype {value.dtype}, expected floats", name=name)
-        # NaN propagates through min and max, an inf is one of them: two passes, no (N,) mask
-        if value.size and not (math.isfinite(value.min()) and math.isfinite(value.max())):
+        else:  # NaN propagates through min and max, an inf is one of them: two passes, no (N,) mask
+            finite = not value.size or (math.isfinite(value.min()) and math.isfinite(value.max()))
+        if not finite:
             raise CheckpointError(f"tensor {name!r} holds NaN or inf values", name=name)
+        st.release(value)  # read again when it is copied: no need to keep every page mapped
+
+
+def _bf16_finite(raw: np.ndarray, chunk: int = 1 << 20) -> bool:
+    """No NaN or inf among BF16 bits (exponent all ones: bits 0x7F80), in chunks (no mask
+    the size of the tensor)."""
+    flat = raw.reshape(-1)
+    for lo in range(0, flat.size, chunk):
+        if np.any(np.bitwise_and(flat[lo:lo + chunk], 0x7F80) == 0x7F80):
+            return False
+    return True
 
 
 # ------------------------------------------------ this family joins the model registry

@@ -26,7 +26,7 @@ import numpy as np
 from .._io import atomic_write
 from ..errors import CheckpointError, SeqProbFileError
 
-__all__ = ["load_file", "save_file", "read_header", "DTYPES"]
+__all__ = ["load_file", "save_file", "read_header", "bf16_to_float32", "release", "DTYPES"]
 
 #: safetensors dtype name -> numpy dtype (little-endian). BF16 is decoded to float32.
 DTYPES = {
@@ -137,7 +137,7 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def load_file(path, skip=None, mapped: bool = False) -> dict:
+def load_file(path, skip=None, mapped: bool = False, bf16: set | None = None) -> dict:
     """Read every tensor of a safetensors file as numpy arrays (BF16 becomes float32).
 
     Parameters
@@ -148,13 +148,17 @@ def load_file(path, skip=None, mapped: bool = False) -> dict:
     mapped : bool
         Return read-only views on a memory map of the file instead of arrays read into
         fresh memory (BF16 and big-endian tensors are still converted copies). For a caller
-        that copies the tensors elsewhere at once (``GPT.from_hf``): the file's pages come
-        from the page cache, with no second copy of the weights to allocate and fault in
-        (a 100M Llama's from_hf in a fresh process: ~2,600 page faults instead of ~39,500,
-        0.46 s [0.27-1.02] against 0.57 s [0.34-1.76], median [min-max] of 8 alternating
-        runs of ``benchmarks/probe_from_hf_load.py``). As with every memory map, the file
-        must not be truncated while the views are in use. A file that cannot be mapped
-        (some network or FUSE file systems) is read instead.
+        that copies the tensors elsewhere one at a time (``GPT.from_hf``): the file's pages
+        come from the page cache, with no second copy of the weights to allocate and fault
+        in, and :func:`release` drops each tensor's pages once it is copied (a 100M Llama's
+        from_hf in a fresh process: peak RSS 459 MiB against 544 MiB read, 14,100 page
+        faults against 39,500; ``benchmarks/probe_from_hf_load.py``). As with every memory
+        map, the file must not be truncated while the views are in use. A file that cannot
+        be mapped (some network or FUSE file systems) is read instead.
+    bf16 : set, optional
+        Given, BF16 tensors are returned undecoded (their uint16 bits; decode each with
+        :func:`bf16_to_float32` when it is needed) and their names are added to this set,
+        so that a caller copying tensors one at a time holds one decoded tensor at a time.
 
     Raises
     ------
@@ -165,20 +169,47 @@ def load_file(path, skip=None, mapped: bool = False) -> dict:
     """
     path = os.fspath(path)
     header, start = read_header(path)
+    names = [n for n in header if n != "__metadata__" and not (skip is not None and skip(n))]
+    if bf16 is not None:
+        bf16.update(n for n in names if header[n]["dtype"] == "BF16")
+    decode = bf16 is None
     data = _map(path) if mapped else None
     if data is not None:
-        return {name: _mapped_tensor(data, entry, start, path) for name, entry in header.items()
-                if name != "__metadata__" and not (skip is not None and skip(name))}
+        return {name: _mapped_tensor(data, header[name], start, path, decode) for name in names}
     out = {}
     try:
         with open(path, "rb") as handle:
-            for name, entry in header.items():
-                if name == "__metadata__" or (skip is not None and skip(name)):
-                    continue
-                out[name] = _read_tensor(handle, entry, start)
+            for name in names:
+                out[name] = _read_tensor(handle, header[name], start, decode)
     except OSError as exc:
         raise SeqProbFileError(f"cannot read {path!r}: {exc.strerror or exc}", path=path) from exc
     return out
+
+
+def release(view: np.ndarray) -> None:
+    """Drop the pages under ``view`` from this process if it is a view of a file mapped by
+    :func:`load_file` (``mapped=True``), once its values have been copied elsewhere: they
+    stay in the page cache, and a later read of them maps them again. Anything else is left
+    alone. This keeps a loader's resident memory near its own arrays plus one tensor."""
+    base = view
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    data = getattr(base, "obj", None)  # np.frombuffer's base: a memoryview of the map
+    if not isinstance(data, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED") or view.size == 0:
+        return
+    bounds = getattr(np, "byte_bounds", None) or np.lib.array_utils.byte_bounds
+    lo, hi = bounds(view)
+    origin = np.frombuffer(data, np.uint8).ctypes.data
+    page = mmap.PAGESIZE
+    start = (lo - origin) // page * page
+    stop = min(len(data), -(-(hi - origin) // page) * page)
+    if 0 <= start < stop:
+        data.madvise(mmap.MADV_DONTNEED, start, stop - start)
+
+
+def bf16_to_float32(raw: np.ndarray) -> np.ndarray:
+    """float32 values of BF16 bits (uint16): the bits are the float32's upper half."""
+    return (raw.astype(np.uint32) << 16).view(np.float32)
 
 
 def _map(path: str):
@@ -192,7 +223,7 @@ def _map(path: str):
         return None
 
 
-def _mapped_tensor(data: mmap.mmap, entry: dict, start: int, path: str) -> np.ndarray:
+def _mapped_tensor(data: mmap.mmap, entry: dict, start: int, path: str, decode: bool = True) -> np.ndarray:
     dtype_name, shape, (begin, end) = entry["dtype"], entry["shape"], entry["data_offsets"]
     dtype = DTYPES[dtype_name]
     if start + end > len(data):  # the header was checked against the file: it changed under us
@@ -203,17 +234,18 @@ def _mapped_tensor(data: mmap.mmap, entry: dict, start: int, path: str) -> np.nd
     else:
         arr = np.frombuffer(data, dtype=dtype, count=(end - begin) // dtype.itemsize,
                             offset=start + begin).reshape(shape)
-    return _decoded(arr, dtype_name)
+    return _decoded(arr, dtype_name, decode)
 
 
-def _decoded(arr: np.ndarray, dtype_name: str) -> np.ndarray:
-    """BF16 as float32, other dtypes in the machine's byte order."""
+def _decoded(arr: np.ndarray, dtype_name: str, decode: bool = True) -> np.ndarray:
+    """BF16 as float32 (or its raw bits unless ``decode``), other dtypes in the machine's
+    byte order."""
     if dtype_name == "BF16":
-        return (arr.astype(np.uint32) << 16).view(np.float32)
+        return bf16_to_float32(arr) if decode else arr
     return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
 
 
-def _read_tensor(handle, entry, start) -> np.ndarray:
+def _read_tensor(handle, entry, start, decode: bool = True) -> np.ndarray:
     dtype_name, shape, (begin, end) = entry["dtype"], entry["shape"], entry["data_offsets"]
     dtype = DTYPES[dtype_name]
     handle.seek(start + begin)
@@ -222,7 +254,7 @@ def _read_tensor(handle, entry, start) -> np.ndarray:
     if got != end - begin:  # the header was checked against the file: it changed under us
         raise CheckpointError(f"{handle.name!r} ended inside a tensor ({got} of {end - begin} bytes read)",
                               path=handle.name)
-    return _decoded(arr, dtype_name)
+    return _decoded(arr, dtype_name, decode)
 
 
 def save_file(tensors: dict, path, metadata: dict | None = None) -> None:
