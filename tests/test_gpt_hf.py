@@ -237,12 +237,18 @@ def test_released_pages_of_a_mapped_file_read_the_same_values(tmp_path):
     rng = np.random.default_rng(0)
     tensors = {"a": rng.standard_normal((300, 7)).astype(np.float32), "b": rng.standard_normal(5000)}
     save_file(tensors, path)
+    from seqprob.gpt.safetensors import _mapped_range
     mapped = load_file(path, mapped=True)
-    for view in (mapped["a"].T, mapped["a"][10:20], mapped["b"], mapped["a"][:0]):
+    origin = np.frombuffer(_mapped_range(mapped["b"])[0], np.uint8).ctypes.data
+    for view in (mapped["a"].T, mapped["a"][10:20], mapped["b"]):
+        data, start, stop = _mapped_range(view)  # whole pages covering the view's bytes
+        assert start % mmap.PAGESIZE == 0 and (stop % mmap.PAGESIZE == 0 or stop == len(data))
+        assert origin + start <= view.ctypes.data and view.ctypes.data + view.nbytes <= origin + stop
         release(view)
     for k, v in tensors.items():
         np.testing.assert_array_equal(mapped[k], v)
     own = tensors["b"].copy()
+    assert _mapped_range(own) is None and _mapped_range(mapped["a"][:0]) is None
     release(own)
     np.testing.assert_array_equal(own, tensors["b"])
 

@@ -211,8 +211,8 @@ def test_bf16_nan_and_inf_are_refused_from_the_raw_bits(tmp_path, bits, what):
 def test_bf16_tensors_come_raw_when_asked_and_decode_to_the_same_values():
     from seqprob.gpt.safetensors import bf16_to_float32, load_file
     path = HF / "bf16" / "model.safetensors"
-    names = set()
     for mapped in (False, True):
+        names = set()
         raw, decoded = load_file(path, mapped=mapped, bf16=names), load_file(path, mapped=mapped)
         assert names and names <= set(raw)
         for k in raw:
@@ -236,3 +236,27 @@ def test_params_are_copied_into_the_model_as_they_are_set():
     assert params["w"] is dest["w"]
     np.testing.assert_array_equal(dest["w"], np.arange(6).reshape(3, 2).T)
     assert params["g"].shape == (4,) and not dest["g"].any() and params["x"].shape == (2,)
+
+
+def test_bf16_bit_check_reads_every_chunk():
+    from seqprob.gpt.hf import _bf16_finite
+    raw = np.full(11, 0x3F80, np.uint16)  # 1.0
+    assert _bf16_finite(raw, chunk=4)
+    for at in (0, 5, 10):
+        bad = raw.copy()
+        bad[at] = 0xFFC1  # a negative NaN with a payload
+        assert not _bf16_finite(bad, chunk=4)
+
+
+def test_a_tensor_in_two_shards_is_refused(tmp_path):
+    from seqprob.gpt.safetensors import load_file, save_file
+    folder = _copy(tmp_path)
+    tensors = load_file(folder / "model.safetensors")
+    names = sorted(tensors)
+    save_file({k: tensors[k] for k in names[:3]}, folder / "a.safetensors")
+    save_file({k: tensors[k] for k in names[2:]}, folder / "b.safetensors")
+    (folder / "model.safetensors").unlink()
+    index = {"weight_map": {k: ("a" if k in names[:3] else "b") + ".safetensors" for k in names}}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(CheckpointError, match=f"{names[2]!r} is in both"):
+        GPT.from_hf(folder)

@@ -252,6 +252,9 @@ def _read_all(files: list[Path], skip) -> tuple[dict, dict, set]:
     tensors, where, bf16 = {}, {}, set()
     for file in files:
         for key, value in st.load_file(file, skip=skip, mapped=True, bf16=bf16).items():
+            if key in tensors:
+                raise CheckpointError(f"tensor {key!r} is in both {where[key]!r} and {file.name!r}",
+                                      name=key)
             tensors[key], where[key] = value, file.name
     return tensors, where, bf16
 
@@ -319,7 +322,8 @@ def _gpt2_params(tensors: dict, where: dict, config, hf: dict, dest: dict, bf16=
             sizes = ", ".join(f"{k}={hf[k]}" for k in _SIZE_FIELDS if k in hf)
             raise CheckpointError(f"tensor {key!r} in {where.get(key)!r} has shape {tuple(value.shape)}, "
                                   f"config.json ({sizes}) needs {shapes[name]}", name=key)
-        out[name] = _decode_bf16(value) if key in bf16 else value
+        # decoded only to be copied into the model (a tied lm_head is dropped as it is)
+        out[name] = _decode_bf16(value) if key in bf16 and name in dest else value
     return out
 
 
@@ -330,7 +334,7 @@ class _Taker:
     def __init__(self, tensors: dict, where: dict, kind: str, bf16=frozenset()):
         self.tensors, self.where, self.kind, self.bf16 = tensors, where, kind, bf16
 
-    def __call__(self, name: str, shape: tuple, optional: bool = False):
+    def __call__(self, name: str, shape: tuple, optional: bool = False, decode: bool = True):
         if name not in self.tensors:
             if optional:
                 return None
@@ -340,7 +344,7 @@ class _Taker:
         if tuple(value.shape) != tuple(shape):
             raise CheckpointError(f"tensor {name!r} in {self.where.get(name)!r} has shape {tuple(value.shape)}, "
                                   f"config.json needs {tuple(shape)}", name=name, shape=tuple(value.shape))
-        return _decode_bf16(value) if name in self.bf16 else value
+        return _decode_bf16(value) if decode and name in self.bf16 else value
 
 
 def _decode_bf16(raw: np.ndarray) -> np.ndarray:
@@ -408,6 +412,7 @@ def _neox_params(tensors: dict, where: dict, config, dest: dict, bf16=frozenset(
         w = take(pre + "attention.query_key_value.weight", (3 * C, C)).reshape(H, 3, hd, C)
         qkv = out[dst + "attn.c_attn.w"] = dest[dst + "attn.c_attn.w"]  # (C, 3C) [q|k|v], the model's array
         qkv.reshape(C, 3, H, hd)[...] = w.transpose(3, 1, 0, 2)  # per-head -> [q|k|v], one strided copy
+        st.release(w)
         if b:
             bias = take(pre + "attention.query_key_value.bias", (3 * C,)).reshape(H, 3, hd)
             out[dst + "attn.c_attn.b"] = bias.transpose(1, 0, 2).reshape(3 * C)
@@ -423,7 +428,8 @@ def _neox_params(tensors: dict, where: dict, config, dest: dict, bf16=frozenset(
 
 
 def _lm_head(out: dict, take, name: str, config) -> None:
-    head = take(name, (config.vocab_size, config.n_embd), optional=config.tie_weights)
+    head = take(name, (config.vocab_size, config.n_embd), optional=config.tie_weights,
+                decode=not config.tie_weights)  # a tied head is dropped: not worth decoding
     if not config.tie_weights:
         out["lm_head.w"] = head
 

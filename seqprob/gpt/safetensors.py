@@ -190,21 +190,33 @@ def release(view: np.ndarray) -> None:
     """Drop the pages under ``view`` from this process if it is a view of a file mapped by
     :func:`load_file` (``mapped=True``), once its values have been copied elsewhere: they
     stay in the page cache, and a later read of them maps them again. Anything else is left
-    alone. This keeps a loader's resident memory near its own arrays plus one tensor."""
+    alone, and so is a mapping the system will not advise (locked memory). This keeps a
+    loader's resident memory near its own arrays plus one tensor."""
+    where = _mapped_range(view)
+    if where is not None:
+        data, start, stop = where
+        try:
+            data.madvise(mmap.MADV_DONTNEED, start, stop - start)
+        except OSError as exc:  # advice only (e.g. EINVAL on mlock'ed memory)
+            log.debug("madvise refused (%s): pages kept", exc)
+
+
+def _mapped_range(view: np.ndarray):
+    """``(map, start, stop)``: the page-aligned byte range of the map under ``view``, or None
+    when ``view`` is not a view of a map (or the platform has no MADV_DONTNEED)."""
     base = view
     while isinstance(base, np.ndarray) and base.base is not None:
         base = base.base
-    data = getattr(base, "obj", None)  # np.frombuffer's base: a memoryview of the map
+    data = base if isinstance(base, mmap.mmap) else getattr(base, "obj", None)  # frombuffer: a memoryview
     if not isinstance(data, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED") or view.size == 0:
-        return
+        return None
     bounds = getattr(np, "byte_bounds", None) or np.lib.array_utils.byte_bounds
     lo, hi = bounds(view)
     origin = np.frombuffer(data, np.uint8).ctypes.data
     page = mmap.PAGESIZE
     start = (lo - origin) // page * page
     stop = min(len(data), -(-(hi - origin) // page) * page)
-    if 0 <= start < stop:
-        data.madvise(mmap.MADV_DONTNEED, start, stop - start)
+    return (data, start, stop) if 0 <= start < stop else None
 
 
 def bf16_to_float32(raw: np.ndarray) -> np.ndarray:
