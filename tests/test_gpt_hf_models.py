@@ -2,6 +2,7 @@
 transformers, plus the refusals. Fixtures: tests/fixtures/make_hf_models.py (no torch here)."""
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -14,7 +15,8 @@ from seqprob.gpt.hf import _params, config_from_hf
 
 HF = Path(__file__).parent / "fixtures" / "hf_models"
 VARIANTS = ["llama_gqa", "llama_mqa_l3", "llama_hub4", "qwen2", "neox", "neox_seq4", "llama_bias", "sharded",
-            "bf16"]
+            "bf16", "neox_bf16"]
+BF16_VARIANTS = ["bf16", "neox_bf16"]  # every tensor stored as BF16 (Llama; NeoX's fused, per-head q|k|v)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -190,27 +192,68 @@ def test_f16_weights_load(tmp_path):
     np.testing.assert_array_equal(model.params["wte"], tensors["model.embed_tokens.weight"].astype(np.float16))
 
 
+@pytest.mark.parametrize("variant", BF16_VARIANTS)
+def test_bf16_fixtures_hold_only_bf16_tensors(variant):
+    """The references were computed from the BF16-rounded weights; the file must hold them as BF16."""
+    from seqprob.gpt.safetensors import read_header
+    header, _ = read_header(HF / variant / "model.safetensors")
+    dtypes = {k: v["dtype"] for k, v in header.items() if k != "__metadata__"}
+    assert dtypes and set(dtypes.values()) == {"BF16"}, dtypes
+    if variant == "neox_bf16":
+        assert header["gpt_neox.layers.0.attention.query_key_value.weight"]["dtype"] == "BF16"
+
+
+@pytest.mark.parametrize("variant, name", [("bf16", "model.layers.0.mlp.down_proj.weight"),
+                                           ("neox_bf16", "gpt_neox.layers.1.attention.query_key_value.weight")])
 @pytest.mark.parametrize("bits, what", [(0x7FC0, "NaN"), (0xFF80, "-inf"), (0x7F80, "inf")])
-def test_bf16_nan_and_inf_are_refused_from_the_raw_bits(tmp_path, bits, what):
+def test_bf16_nan_and_inf_are_refused_from_the_raw_bits(tmp_path, variant, name, bits, what):
     """BF16 tensors stay undecoded until they are copied; the NaN/inf check reads their bits
     (exponent all ones) and names the tensor, whatever the value is."""
     from seqprob.gpt.safetensors import read_header
-    folder = _copy(tmp_path, "bf16")
+    folder = _copy(tmp_path, variant)
     path = folder / "model.safetensors"
     header, start = read_header(path)
-    name = "model.layers.0.mlp.down_proj.weight"
     assert header[name]["dtype"] == "BF16"
     raw = bytearray(path.read_bytes())
     at = start + header[name]["data_offsets"][0] + 2 * 7  # the 8th element
     raw[at:at + 2] = bits.to_bytes(2, "little")
     path.write_bytes(bytes(raw))
-    with pytest.raises(CheckpointError, match="down_proj.*NaN or inf"):
+    with pytest.raises(CheckpointError, match=re.escape(repr(name)) + " holds NaN or inf"):
         GPT.from_hf(folder)
 
 
-def test_bf16_tensors_come_raw_when_asked_and_decode_to_the_same_values():
+@pytest.mark.parametrize("variant", BF16_VARIANTS)
+def test_bf16_raw_path_loads_exactly_the_decoded_weights(variant):
+    """from_hf (BF16 kept as raw bits, decoded one tensor at a time) gives bit for bit what the
+    importer gives from tensors decoded up front; NeoX's per-head interleaved q|k|v is checked
+    against a mapping written out here."""
+    from seqprob.gpt.safetensors import load_file
+    folder = HF / variant
+    model = GPT.from_hf(folder, dtype="float64")
+    decoded = load_file(folder / "model.safetensors")
+    hf = json.loads((folder / "config.json").read_text())
+    ref = _params(hf["model_type"], dict(decoded), {}, model.config, hf,
+                  dest={k: np.zeros_like(v) for k, v in model.params.items()})
+    assert sorted(ref) == sorted(model.params)
+    for name, value in ref.items():
+        np.testing.assert_array_equal(model.params[name], value, err_msg=name)
+    if hf["model_type"] == "gpt_neox":
+        C, H = model.config.n_embd, model.config.n_head
+        for i in range(model.config.n_layer):
+            pre = f"gpt_neox.layers.{i}.attention.query_key_value."
+            w = decoded[pre + "weight"].reshape(H, 3, C // H, C)  # rows: head, then q|k|v, then dim
+            b = decoded[pre + "bias"].reshape(H, 3, C // H)
+            for j in range(3):
+                np.testing.assert_array_equal(model.params[f"h.{i}.attn.c_attn.w"][:, j * C:(j + 1) * C],
+                                              w[:, j].reshape(C, C).T)
+                np.testing.assert_array_equal(model.params[f"h.{i}.attn.c_attn.b"][j * C:(j + 1) * C],
+                                              b[:, j].reshape(C))
+
+
+@pytest.mark.parametrize("variant", BF16_VARIANTS)
+def test_bf16_tensors_come_raw_when_asked_and_decode_to_the_same_values(variant):
     from seqprob.gpt.safetensors import bf16_to_float32, load_file
-    path = HF / "bf16" / "model.safetensors"
+    path = HF / variant / "model.safetensors"
     for mapped in (False, True):
         names = set()
         raw, decoded = load_file(path, mapped=mapped, bf16=names), load_file(path, mapped=mapped)

@@ -71,7 +71,7 @@ def corpus_sums(model, lines, eos: bool = True) -> dict | None:
     Examples
     --------
     >>> from seqprob.ngram import KneserNey
-    >>> m = KneserNey(order=2).fit(["a b", "b a"])
+    >>> m = KneserNey(order=2, discount=0.5).fit(["a b", "b a"])
     >>> s = corpus_sums(m, iter(["a b", "", "zebra"]))
     >>> s["n_sentences"], s["n_tokens"], s["n_oov"], s["n_skipped_empty"]
     (2, 5, 1, 1)
