@@ -8,7 +8,8 @@ same thread count, set by environment (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREA
 with min/max of ``runs`` (>= 7) timed calls after ``warmups`` (>= 2) untimed ones; the whole
 pair is repeated ``repeats`` (>= 3) times and the spread of the per-repeat ratios is printed.
 Ratios are reference time / seqprob time (> 1: seqprob faster). Peak memory is the child's
-own ``ru_maxrss``.
+own high-water mark (``VmHWM``, see :func:`peak_rss_mib`; ``ru_maxrss`` would carry the
+parent's peak into the child).
 
 ``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE`` (set on some machines to work around old
 OpenBLAS bugs) slow a current numpy; the children run without them unless
@@ -154,8 +155,47 @@ def describe_blas() -> str:
 
 
 def peak_rss_mib() -> float:
-    """Peak resident set size of this process so far (ru_maxrss is KiB on Linux)."""
+    """Peak resident set size of this process so far, in MiB: ``VmHWM`` of /proc/self/status.
+
+    Not ``ru_maxrss``: Linux carries the parent's peak into a child's ``ru_maxrss`` across
+    fork + exec (a child of a 1.2 GB parent that touches 11 MiB reports 1,170 MiB), so a
+    benchmark parent that had loaded weights or a corpus would set a floor under every
+    child's figure. ``VmHWM`` is the high-water mark of the process's own address space, new
+    at exec. ``ru_maxrss`` is the fallback where /proc is missing (it is KiB on Linux).
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# Runs a command and reports its own peak RSS (KiB) and wall seconds as the last stderr line:
+# a fresh, small parent, so that the command's ru_maxrss is not floored by the benchmark's.
+_OWN_PEAK_WRAPPER = """import json, resource, subprocess, sys, time
+t0 = time.perf_counter()
+rc = subprocess.call(sys.argv[1:])
+wall = time.perf_counter() - t0
+sys.stderr.write(json.dumps({"rc": rc, "wall": wall,
+                             "maxrss_kib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}) + chr(10))
+sys.exit(rc)
+"""
+
+
+def own_peak_command(cmd: list) -> list:
+    """``cmd`` run under a small wrapper process that prints, as its last stderr line, JSON
+    with the command's exit code, wall seconds and own peak RSS (``maxrss_kib``, floored at the
+    wrapper's own ~12 MiB): for commands that are not Python children of this harness (lmplz,
+    the seqprob CLI)."""
+    return [sys.executable, "-c", _OWN_PEAK_WRAPPER, *map(str, cmd)]
+
+
+def own_peak_result(stderr: str) -> dict:
+    """The wrapper's JSON line from the end of the captured stderr."""
+    return json.loads(stderr.strip().splitlines()[-1])
 
 
 def numpy_matmul_peak(runs: int, warmups: int) -> dict:

@@ -21,7 +21,8 @@ process, never both at once), one side after the other, the pair repeated ``--pa
 Threads: ``OMP/OPENBLAS/MKL_NUM_THREADS`` in each child's environment, plus
 ``torch.set_num_threads`` / ``threadpoolctl``. Timings: median [min, max] of ``--runs`` runs after
 2 warm-ups; ratios = torch time / seqprob time (> 1: seqprob faster), per pair and their spread.
-Peak memory = ru_maxrss of the child. The seqprob side also reports max |log-prob difference| to
+Peak memory = the child's own high-water mark (VmHWM, ``_harness.peak_rss_mib``); the checkpoint
+is written by a child of its own first, so no timed child pays for building it. The seqprob side also reports max |log-prob difference| to
 the torch side's output (saved by the torch child).
 """
 from __future__ import annotations
@@ -54,19 +55,27 @@ QUICK = {"small": dict(SMALL, vocab_size=512, hidden_size=64, intermediate_size=
 SHAPES = {"small": {"B": 8, "T": 256}, "100m": {"B": 1, "T": 1024}}
 
 
-# ----------------------------------------------------------------------------- torch child
-def torch_side(part: str, folder: Path, spec: dict, shape: dict, threads: int, runs: int) -> dict:
+# ----------------------------------------------------------------------------- torch children
+def write_side(part: str, folder: Path, spec: dict, shape: dict, threads: int, runs: int) -> dict:
+    """Write the random-weight checkpoint both sides load (a child of its own, so that no
+    timed child's peak RSS includes building and saving it)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(**spec)
+    config._attn_implementation = "eager"
+    LlamaForCausalLM(config).save_pretrained(folder)
+    return {}
+
+
+def torch_side(part: str, folder: Path, spec: dict, shape: dict, threads: int, runs: int) -> dict:
+    import torch
+    from transformers import LlamaForCausalLM
 
     torch.set_num_threads(threads)
     B, T = shape["B"], shape["T"]
     ids = np.random.default_rng(0).integers(0, spec["vocab_size"], (B, T + 1))
-    if not (folder / "config.json").exists():
-        torch.manual_seed(0)
-        config = LlamaConfig(**spec)
-        config._attn_implementation = "eager"
-        LlamaForCausalLM(config).save_pretrained(folder)
     out = {}
     t0 = time.perf_counter()
     model = LlamaForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32).eval()
@@ -149,10 +158,11 @@ def run_part(part: str, threads: list, runs: int, pairs: int, quick: bool, tmp: 
     shape = {"B": 2, "T": 16} if quick else SHAPES[part]
     print(f"\n== {part}: {(QUICK if quick else {'small': SMALL, '100m': BIG})[part]}, shape {shape}")
     rows = ["score", "train_step"] if part == "small" else ["load", "score"]
+    child("write", part, folder, 1, runs, quick, keep_openblas_env)
     for thr in threads:
         ratios = {row: [] for row in rows}
         for pair in range(pairs):
-            t = child("torch", part, folder, thr, runs, quick, keep_openblas_env)  # first: it writes the checkpoint
+            t = child("torch", part, folder, thr, runs, quick, keep_openblas_env)  # first: its log-probs are the reference
             s = child("seqprob", part, folder, thr, runs, quick, keep_openblas_env)
             if pair == 0:
                 print(f"  thr {thr} seqprob BLAS: {s['blas']}")
@@ -184,7 +194,7 @@ def main(argv=None) -> None:
         side, part, folder, threads, runs = args.child
         spec = (QUICK if args.quick else {"small": SMALL, "100m": BIG})[part]
         shape = {"B": 2, "T": 16} if args.quick else SHAPES[part]
-        fn = torch_side if side == "torch" else seqprob_side
+        fn = {"write": write_side, "torch": torch_side, "seqprob": seqprob_side}[side]
         print(json.dumps(fn(part, Path(folder), spec, shape, int(threads), int(runs))))
         return
     with tempfile.TemporaryDirectory(prefix="bench_llama_") as tmp:

@@ -66,9 +66,9 @@ def dask_child(files: list, out: str, order: int, workers: int) -> None:
 
 
 def _worker_peak_mib() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """The worker's own peak RSS (VmHWM; ru_maxrss would carry its parent's peak)."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
 
 
 def main() -> None:

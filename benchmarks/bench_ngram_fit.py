@@ -3,7 +3,8 @@
 Corpus: the seeded synthetic Zipf-Markov text of ``bench_ngram.py`` (20k word types), written
 to a file once. Each side runs alone in its own fresh process, one after the other, with the
 same budget, the same thread settings (``OMP/OPENBLAS/MKL_NUM_THREADS``) and the same input
-file; time is wall clock, memory the peak RSS of that process (``os.wait4`` rusage).
+file; time is wall clock, memory the peak RSS of that process (its ``ru_maxrss``, read by
+a small wrapper process that only runs it: see ``run_alone``).
 Median (min-max) of ``--runs`` runs after one warm-up, the pair repeated ``--pairs`` times;
 ratio = lmplz time / seqprob time (above 1: seqprob is faster).
 
@@ -37,6 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ngram import make_corpus  # noqa: E402  (the same generator as the query benchmark)
+import _harness as H  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -71,23 +73,26 @@ class SpillWatch(threading.Thread):
 
 
 def run_alone(cmd: list, env: dict, watch: Path | None = None) -> tuple:
-    """(wall seconds, peak RSS in MB) of one command in its own process."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    """(wall seconds, peak RSS in MiB) of one command in its own process.
+
+    The command runs under ``_harness.own_peak_command``'s small wrapper: spawned from this
+    process directly, its ``ru_maxrss`` would carry this process's own peak (~420 MiB after
+    writing a corpus in 4M-word blocks) as a floor."""
+    proc = subprocess.Popen(H.own_peak_command(cmd), env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
     spill = SpillWatch(watch) if watch is not None else None
     if spill is not None:
         spill.start()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
+    _, err = proc.communicate()
     if spill is not None:
         spill.done.set()
         spill.join()
         print(f"  peak size of the spill folder: {spill.peak / 1e6:.0f} MB")
-    err = proc.stderr.read().decode(errors="replace")
-    proc.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"failed: {' '.join(cmd)}\n{err[-2000:]}")
-    return wall, usage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
+    err = err.decode(errors="replace")
+    if proc.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(map(str, cmd))}\n{err[-2000:]}")
+    own = H.own_peak_result(err)
+    return own["wall"], own["maxrss_kib"] / 1024
 
 
 def seqprob_cmd(corpus: Path, out: Path, order: int, memory: str | None, tmp: Path) -> list:

@@ -15,7 +15,8 @@ Rows (order-5 modified Kneser-Ney on the Zipf-Markov corpus of bench_ngram.py):
 Every child process runs one side: a warm-up, then ``--runs`` timed runs (median, min, max),
 with 1 thread (OMP/OPENBLAS/MKL env vars); the seqprob/KenLM pair is repeated ``--pairs``
 times and the spread of the medians printed; ratio = KenLM time / seqprob time. Peak memory =
-ru_maxrss of the child (for lmplz: of a wrapper that only runs it).
+the child's own high-water mark (VmHWM; for lmplz: ru_maxrss of the children of a small
+wrapper that only runs it).
 
 Run:  PYTHONPATH=. python benchmarks/bench_ngram.py --io [--tokens 1000000] [--runs 7] [--pairs 3]
 """
@@ -180,7 +181,10 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     if args.child:
         out = child(args.child, args.work, args.runs)
-        out["rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        sys.path.insert(0, HERE)
+        import _harness as H
+
+        out["rss_mib"] = H.peak_rss_mib()  # VmHWM: ru_maxrss would carry the parent's peak
         print(json.dumps(out))
         return
     if not KENLM_BIN:
