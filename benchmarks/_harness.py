@@ -179,8 +179,8 @@ _OWN_PEAK_WRAPPER = """import json, resource, subprocess, sys, time
 t0 = time.perf_counter()
 rc = subprocess.call(sys.argv[1:])
 wall = time.perf_counter() - t0
-sys.stderr.write(json.dumps({"rc": rc, "wall": wall,
-                             "maxrss_kib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}) + chr(10))
+sys.stderr.write(chr(10) + json.dumps({"rc": rc, "wall": wall,  # on a line of its own
+                                      "maxrss_kib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}) + chr(10))
 sys.exit(rc)
 """
 
