@@ -113,6 +113,42 @@ def test_failed_save_keeps_previous_checkpoint(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
 
 
+def test_failed_final_rename_puts_the_previous_checkpoint_back(tmp_path, monkeypatch):
+    """The old folder is moved aside before the new one is renamed in; if that second rename
+    fails, the old one goes back to its name (nothing left only under .c.old-*)."""
+    import os
+    good = GPT(CFG, seed=1)
+    ck.save_checkpoint(good, tmp_path / "c")
+    real = os.replace
+
+    def no_space_for_the_new_one(src, dst):
+        if str(dst) == str(tmp_path / "c") and ".old-" not in str(src):
+            raise OSError(28, "No space left on device")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", no_space_for_the_new_one)
+    with pytest.raises((OSError, SeqProbFileError)):
+        ck.save_checkpoint(GPT(CFG, seed=2), tmp_path / "c")
+    monkeypatch.setattr(os, "replace", real)
+    np.testing.assert_array_equal(ck.load_checkpoint(tmp_path / "c").model.flat_params_, good.flat_params_)
+    assert not list(tmp_path.glob(".c.old-*"))
+
+
+def test_float64_weights_beyond_the_float32_range_are_refused(saved):
+    """A float64 1e300 is finite in the file but inf in a float32 model: refused at load, by name."""
+    rewrite_tensors(saved, "model", lambda t: {k: (np.full(v.shape, 1e300) if k == "ln_f.g" else v)
+                                               for k, v in t.items()})
+    with pytest.raises(CheckpointError, match=r"'ln_f.g' holds values beyond the range of float32"):
+        ck.load_checkpoint(saved)
+    assert ck.load_checkpoint(saved, dtype="float64").model.params["ln_f.g"][0] == 1e300
+
+
+def test_load_params_refuses_values_that_overflow_the_model_dtype():
+    model = GPT(CFG)
+    with pytest.raises(CheckpointError, match="'wte' holds values beyond the range of float32"):
+        model.load_params({"wte": np.full(model.params["wte"].shape, -1e39)}, strict=False)
+
+
 def test_refuses_to_replace_a_non_checkpoint_folder(tmp_path):
     (tmp_path / "notes.txt").write_text("precious")
     with pytest.raises(SeqProbFileError, match="refusing"):

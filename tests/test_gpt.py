@@ -443,3 +443,18 @@ def test_bad_mask_and_state():
         model.loss_and_grads(np.zeros((2, 5), dtype=int), mask=np.ones((2, 5), bool))
     with pytest.raises(InputError, match="state"):
         model.step(object(), 1)
+
+
+def test_a_state_steps_only_with_the_model_that_started_it():
+    """A state's cache holds its model's weights and keys: stepping it with another model
+    (same config, other weights; or another shape) is refused, not answered with the first
+    model's numbers or an IndexError."""
+    cfg = GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8)
+    a, b = GPT(cfg, seed=0), GPT(cfg, seed=1)
+    state = a.start([1, 2])
+    with pytest.raises(InputError, match="another GPT"):
+        b.step(state, 3)
+    bigger = GPT(cfg.replace(vocab_size=20, block_size=16), seed=0)
+    with pytest.raises(InputError, match="another GPT"):
+        bigger.step(state, 15)
+    np.testing.assert_allclose(a.step(state, 3).logprobs, a.logprobs([1, 2, 3])[-1], atol=1e-6)

@@ -35,7 +35,7 @@ import numpy as np
 from .._io import atomic_write, make_temp_dir, raise_write_error, resolve_inside
 from .._schema import MAX_JSON_BYTES
 from ..errors import CheckpointError, FileFormatError, InputError, SeqProbError, SeqProbFileError
-from .params import copy_into
+from .params import copy_checked
 
 __all__ = ["save_checkpoint", "load_checkpoint", "check_replaceable", "Checkpoint", "FORMAT",
            "FORMAT_VERSION"]
@@ -226,7 +226,12 @@ def _swap_in(tmp: Path, path: Path) -> None:
         old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=tmp.parent))
         old.rmdir()
         os.replace(path, old)
-    os.replace(tmp, path)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        if old is not None:  # put the previous checkpoint back where it was
+            os.replace(old, path)
+        raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
@@ -444,7 +449,7 @@ def _load_weights(model, weights: dict, path: Path) -> None:
         if not np.issubdtype(value.dtype, np.floating) or not np.isfinite(value).all():
             raise CheckpointError(f"parameter {name!r} in the checkpoint is not finite floats "
                                   f"(dtype {value.dtype})", name=name)
-        copy_into(params[name], value)
+        copy_checked(params[name], value, name)
 
 
 # ------------------------------------------------ this family joins the model registry

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,10 +45,11 @@ class _Plan:
     """The arrays every step of a decoding branch reads, looked up once (at ``start``)."""
 
     __slots__ = ("config", "dtype", "rope", "layers", "wte", "wpe", "ln_f_g", "ln_f_b", "w_u",
-                 "small")
+                 "small", "owner")
 
     def __init__(self, model):
         params = model.params
+        self.owner = weakref.ref(model)  # a state steps only with the model that started it
         self.config, self.dtype, self.rope = model.config, model.dtype, model._rope
         self.layers = tuple(RowParams.of(p) for p in model._block_params)
         self.wte, self.wpe = params["wte"], params.get("wpe")  # (V, C), (block, C) or None
@@ -135,6 +137,9 @@ def step(model, state: GPTState, token_id) -> GPTState:
     """New state after appending ``token_id`` (see :meth:`GPT.step`)."""
     if type(state) is not GPTState:
         raise InputError(f"step() needs a state from GPT.start(), got {type(state).__name__}")
+    if state._cache.plan.owner() is not model:  # its cache holds that model's weights and keys
+        raise InputError("step() was given a state started by another GPT: a state steps only "
+                         "with the model whose start() made it")
     V = model.config.vocab_size
     tok = token_id if type(token_id) is int and 0 <= token_id < V else check_token_id(token_id, V)
     cache, pos = state._cache, state.length

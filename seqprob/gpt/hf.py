@@ -508,9 +508,21 @@ def from_hf(path, dtype: str = "float32", tokenizer=None, cls=None):
     if config.tie_weights:
         params.pop("lm_head.w", None)
     model.load_params(params, strict=True)  # every parameter: nothing is left at zero
+    _check_in_range(model)
     if tokenizer is not None:
         model.tokenizer = tokenizer
     return model
+
+
+def _check_in_range(model) -> None:
+    """The file's values were finite (:func:`_check_finite`); any inf now is a value the cast
+    to the model's dtype overflowed (a float64 1e300 in float32): refused by name."""
+    for name, value in model.params.items():
+        if value.size and not (math.isfinite(value.min()) and math.isfinite(value.max())):
+            limit = float(np.finfo(value.dtype).max)
+            raise CheckpointError(f"tensor for {name!r} holds values beyond the range of "
+                                  f"{value.dtype} (|x| <= {limit:.4g}); load it with dtype='float64'",
+                                  name=name, limit=limit)
 
 
 def _check_finite(tensors: dict, bf16=frozenset()) -> None:

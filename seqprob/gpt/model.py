@@ -22,7 +22,7 @@ from . import backward, decode, stages
 from .block import block_forward, make_workspace, norm_forward
 from .config import GPTConfig
 from .decode import GPTState
-from .params import (FlatParams, block_shapes, column_major_names, copy_into, decay_names, init_params,
+from .params import (FlatParams, block_shapes, column_major_names, copy_checked, decay_names, init_params,
                      param_shapes)
 from .rope import rope_tables
 
@@ -178,7 +178,7 @@ class GPT(BaseLanguageModel):
             if value.shape != self.params[name].shape:
                 raise CheckpointError(f"parameter {name!r} has shape {value.shape}, the config "
                                       f"needs {self.params[name].shape}", name=name)
-            copy_into(self.params[name], value)
+            copy_checked(self.params[name], value, name)
         return self
 
     @classmethod
@@ -623,6 +623,9 @@ class GPT(BaseLanguageModel):
     @_quiet
     def step(self, state: GPTState, token_id: int) -> GPTState:
         """New state after appending ``token_id``; ``state`` stays valid and unchanged.
+
+        ``state`` must come from this model's :meth:`start` or :meth:`step` (its cache holds
+        this model's keys and values); a state of another model is an InputError.
 
         Past ``block_size`` ids the window slides: the context is the last ``block_size``
         ids (recomputed in one forward pass per step).

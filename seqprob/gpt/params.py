@@ -39,9 +39,10 @@ import math
 
 import numpy as np
 
+from ..errors import CheckpointError
 from ..optim import FlatArrays
 
-__all__ = ["param_shapes", "block_shapes", "column_major_names", "FlatParams", "copy_into",
+__all__ = ["param_shapes", "block_shapes", "column_major_names", "FlatParams", "copy_into", "copy_checked",
            "decay_names", "BLOCK_KEYS"]
 
 _ALIGN = 16  # elements: every array starts on a 64-byte boundary (float32) for BLAS
@@ -102,11 +103,24 @@ def copy_into(dest: np.ndarray, value: np.ndarray, rows: int = 64) -> None:
     (GPT-2's 50,257 x 768 W_U: 83 ms against 319 ms for one whole-array copy)."""
     same_order = (dest.flags.c_contiguous and value.flags.c_contiguous) or \
         (dest.flags.f_contiguous and value.flags.f_contiguous)
-    if dest.ndim != 2 or value.ndim != 2 or same_order:
-        dest[...] = value
-        return
-    for lo in range(0, dest.shape[0], rows):
-        dest[lo:lo + rows] = value[lo:lo + rows]
+    with np.errstate(over="ignore"):  # a value beyond dest's range becomes inf: callers check
+        if dest.ndim != 2 or value.ndim != 2 or same_order:
+            dest[...] = value
+            return
+        for lo in range(0, dest.shape[0], rows):
+            dest[lo:lo + rows] = value[lo:lo + rows]
+
+
+def copy_checked(dest: np.ndarray, value: np.ndarray, name: str) -> None:
+    """:func:`copy_into`, then refuse a value that did not fit ``dest``'s dtype: a float64
+    1e300 becomes inf in float32 (the file's values were checked finite before the cast)."""
+    copy_into(dest, value)
+    narrowed = np.dtype(getattr(value, "dtype", dest.dtype)).itemsize > dest.dtype.itemsize
+    if narrowed and dest.size and not (math.isfinite(dest.min()) and math.isfinite(dest.max())):
+        limit = float(np.finfo(dest.dtype).max)
+        raise CheckpointError(f"parameter {name!r} holds values beyond the range of {dest.dtype} "
+                              f"(|x| <= {limit:.4g}): {np.asarray(value).dtype} values do not fit",
+                              name=name, limit=limit)
 
 
 def decay_names(names) -> list[str]:
