@@ -105,7 +105,9 @@ class TrainingDivergedError(SeqProbError, FloatingPointError):
 
 
 class MemoryBudgetError(InputError):
-    """A memory budget (``memory=``, ``-S``) is malformed or below what one chunk needs."""
+    """A memory budget (``memory=``, ``-S``) is malformed or below what one chunk needs, or
+    an array the request needs is larger than this machine can allocate (``bytes`` says how
+    large)."""
 
 
 class PartitionError(SeqProbError):

@@ -99,6 +99,33 @@ def test_errors_are_one_line_no_traceback(argv, message, capsys, bad_tokenizer_f
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("command", ["demo", "report", "ppl", "train", "sample"])
+def test_negative_seeds_are_refused_by_every_command(command, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--seed", "-1"])
+    assert exit_.value.code == 2
+    assert "must be an integer >= 0, got -1" in capsys.readouterr().err
+
+
+def test_no_command_overwrites_its_own_input(tmp_path, capsys):
+    """An output path that is (a link to) an input file is refused before anything is read
+    or written: the input is left as it was."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a b c\nb c a\nc a b\n")
+    arpa = tmp_path / "m.arpa"
+    assert main(["ngram", "fit", str(corpus), "-o", str(arpa), "--order", "2"]) == 0
+    (tmp_path / "link.arpa").symlink_to(arpa)
+    before = {p: p.read_bytes() for p in (corpus, arpa)}
+    for argv in (["ngram", "fit", str(corpus), "-o", str(corpus)],
+                 ["ngram", "build-binary", str(arpa), str(tmp_path / "link.arpa")],
+                 ["compress", str(corpus), "-o", str(corpus), "--model", str(arpa)],
+                 ["compress", str(corpus), "-o", str(tmp_path / "link.arpa"), "--model", str(arpa)]):
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        assert "refusing to overwrite it" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in (corpus, arpa)} == before
+
+
 def test_python_dash_m_entry_point():
     proc = subprocess.run([sys.executable, "-m", "seqprob", "score", "the cat", "--model", ARPA,
                            "--format", "csv"], capture_output=True, text=True, timeout=120)

@@ -445,6 +445,29 @@ def test_bad_mask_and_state():
         model.step(object(), 1)
 
 
+def test_allocations_the_machine_cannot_make_are_named_errors(monkeypatch):
+    """numpy's bare MemoryError becomes a MemoryBudgetError naming what was asked for and its
+    size: the parameters of a model, the KV cache of start() (sized for block_size)."""
+    import math
+
+    from seqprob.errors import MemoryBudgetError
+    real = np.zeros
+
+    def zeros(shape, dtype=float, **kw):  # a machine with 1 GiB for one array
+        if math.prod(np.atleast_1d(shape).tolist()) * np.dtype(dtype).itemsize > 2 ** 30:
+            raise MemoryError
+        return real(shape, dtype=dtype, **kw)
+
+    monkeypatch.setattr(np, "zeros", zeros)
+    with pytest.raises(MemoryBudgetError, match=r"the model's parameters need 2\.0 GiB"):
+        GPT(GPTConfig(vocab_size=2 ** 20, block_size=8, n_layer=1, n_head=1, n_embd=2 ** 9))
+    long = GPT(GPTConfig(vocab_size=16, block_size=2 ** 16, n_layer=128, n_head=1, n_embd=64,
+                         positions="rotary", mlp_hidden=64))
+    assert np.isfinite(long.logprobs([1, 2])).all()  # the forward needs no cache
+    with pytest.raises(MemoryBudgetError, match=r"the key cache .* need 2\.0 GiB"):
+        long.start([1])
+
+
 def test_a_state_steps_only_with_the_model_that_started_it():
     """A state's cache holds its model's weights and keys: stepping it with another model
     (same config, other weights; or another shape) is refused, not answered with the first

@@ -265,6 +265,25 @@ def test_from_hf_keeps_no_view_of_the_file():
         assert not isinstance(getattr(base, "obj", base), mmap.mmap), name  # frombuffer: a memoryview of the map
 
 
+@pytest.mark.parametrize("shape", [[0, 2 ** 62, 2 ** 62], [0, 2 ** 64], [2 ** 41, 0], [0, 2 ** 21, 2 ** 21]])
+def test_empty_tensors_with_impossible_shapes_are_refused(tmp_path, shape):
+    """Zero bytes match a zero-size shape, but numpy cannot make (and no model has) an axis
+    past 2**40 or a shape past 2**40 elements without its empty axes: named, not a raw error."""
+    header = json.dumps({"x": {"dtype": "F32", "shape": shape, "data_offsets": [0, 0]}}).encode()
+    path = tmp_path / "e.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header)
+    for mapped in (False, True):
+        with pytest.raises(CheckpointError, match="'shape'|2\\*\\*40 elements"):
+            load_file(path, mapped=mapped)
+
+
+def test_an_empty_tensor_of_a_possible_shape_loads(tmp_path):
+    header = json.dumps({"x": {"dtype": "F32", "shape": [0, 2 ** 20, 2 ** 20], "data_offsets": [0, 0]}}).encode()
+    path = tmp_path / "f.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header)
+    assert load_file(path)["x"].shape == (0, 2 ** 20, 2 ** 20)
+
+
 def test_unknown_dtype_and_bad_header(tmp_path):
     header = json.dumps({"x": {"dtype": "F8_E4M3", "shape": [1], "data_offsets": [0, 1]}}).encode()
     path = tmp_path / "c.safetensors"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._io import atomic_write, ensure_writable_dir
+from ..checks import check_int
 from . import pipeline
 from .pipeline import AGREEMENT_PAIR, EXAMPLE_SENTENCES as EXAMPLES, GPT_NAME, TRUTH_NAME
 
@@ -181,6 +182,7 @@ def run_demo(out="seqprob-demo", seed: int = 0, quick: bool = False, retrain: bo
     from ..scoring import score
     from ..truth import toy_english
 
+    seed = check_int("seed", seed, low=0)  # numpy's generators refuse negative seeds
     start = time.perf_counter()
     out = ensure_writable_dir(out)
     truth = toy_english()

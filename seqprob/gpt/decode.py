@@ -35,6 +35,7 @@ from .. import nn
 from ..errors import InputError
 from ..vocab import check_token_id
 from .block import RowParams, RowWorkspace, block_step, norm_row
+from .params import allocate
 
 __all__ = ["GPTState", "start_ids", "step"]
 
@@ -66,8 +67,8 @@ class _KVCache:
     def __init__(self, plan: _Plan):
         config = plan.config
         shape = (config.n_layer, config.kv_heads, config.block_size, config.head_dim)
-        self.k = np.zeros(shape, dtype=plan.dtype)  # (L, Hkv, block, hd)
-        self.v = np.zeros(shape, dtype=plan.dtype)  # (L, Hkv, block, hd)
+        self.k = allocate(shape, plan.dtype, "the key cache (layers, kv heads, block_size, head dim)")
+        self.v = allocate(shape, plan.dtype, "the value cache (layers, kv heads, block_size, head dim)")
         self.ids = np.zeros(config.block_size, dtype=np.int64)
         self.length = 0  # slots written so far; a state may own a shorter prefix
         self._bind(plan)

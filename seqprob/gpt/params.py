@@ -39,10 +39,10 @@ import math
 
 import numpy as np
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, MemoryBudgetError
 from ..optim import FlatArrays
 
-__all__ = ["param_shapes", "block_shapes", "column_major_names", "FlatParams", "copy_into", "copy_checked",
+__all__ = ["param_shapes", "block_shapes", "column_major_names", "FlatParams", "copy_into", "copy_checked", "allocate",
            "decay_names", "BLOCK_KEYS"]
 
 _ALIGN = 16  # elements: every array starts on a 64-byte boundary (float32) for BLAS
@@ -123,6 +123,17 @@ def copy_checked(dest: np.ndarray, value: np.ndarray, name: str) -> None:
                               name=name, limit=limit)
 
 
+def allocate(shape, dtype, what: str) -> np.ndarray:
+    """``np.zeros(shape, dtype)``, or a MemoryBudgetError naming ``what`` and its size where
+    the machine cannot allocate it (not numpy's bare MemoryError)."""
+    try:
+        return np.zeros(shape, dtype=dtype)
+    except MemoryError:
+        size = math.prod(np.atleast_1d(shape).tolist()) * np.dtype(dtype).itemsize
+        raise MemoryBudgetError(f"{what} need {size / 2 ** 30:,.1f} GiB ({np.dtype(dtype)}), more than "
+                                "this machine could allocate", bytes=size) from None
+
+
 def decay_names(names) -> list[str]:
     """Names that get weight decay by convention: matrices (``.w``), not embeddings/norms/biases."""
     return [n for n in names if n.endswith(".w")]
@@ -144,7 +155,7 @@ class FlatParams:
             size = math.prod(shape)
             self.slices[name] = slice(offset, offset + size)
             offset += -(-size // _ALIGN) * _ALIGN
-        raw = np.zeros(offset + _ALIGN, dtype=dtype)
+        raw = allocate(offset + _ALIGN, dtype, "the model's parameters")
         shift = (-(raw.ctypes.data // raw.itemsize)) % _ALIGN
         self.flat = raw[shift:shift + offset]
         self.arrays = FlatArrays(self.flat, self.slices,

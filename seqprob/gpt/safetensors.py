@@ -44,7 +44,8 @@ def read_header(path) -> tuple[dict, int]:
     """The JSON header (tensor entries and ``__metadata__``) and the byte offset of the data.
 
     Every entry is checked against the schema (docs/formats.md) before any tensor is read:
-    ``dtype`` one of :data:`DTYPES`; ``shape`` a list of at most 8 integers >= 0;
+    ``dtype`` one of :data:`DTYPES`; ``shape`` a list of at most 8 integers in [0, 2**40]
+    whose non-zero ones multiply to at most 2**40 (:data:`MAX_DIM`);
     ``data_offsets`` ``[begin, end]`` integers with ``0 <= begin <= end <= data bytes`` and
     ``end - begin`` = the shape's element count times the dtype's size; ranges not overlapping;
     no tensor name twice; ``__metadata__`` an object of strings.
@@ -107,6 +108,9 @@ def _check_entries(header: dict, path: str, data_bytes: int) -> None:
                                   f"{b2}-{e2})", path=path, name=n2, field="data_offsets")
 
 
+MAX_DIM = 1 << 40  # elements of an axis, and of a shape without its zero-length axes
+
+
 def _check_entry(entry, name: str, path: str, data_bytes: int) -> tuple[int, int]:
     """(begin, end) of one tensor entry, after checking its types, ranges and byte count."""
     where = f"{path!r}: tensor {name!r}"
@@ -117,9 +121,13 @@ def _check_entry(entry, name: str, path: str, data_bytes: int) -> tuple[int, int
     if not isinstance(dtype_name, str) or dtype_name not in DTYPES:
         raise CheckpointError(f"{where} has unsupported dtype {dtype_name!r:.40} (field 'dtype'; "
                               f"supported: {sorted(DTYPES)})", path=path, name=name, field="dtype")
-    if not isinstance(shape, list) or len(shape) > 8 or not all(_is_int(d) and d >= 0 for d in shape):
-        raise CheckpointError(f"{where}: field 'shape' must be a list of at most 8 integers >= 0, got "
-                              f"{shape!r:.60}", path=path, name=name, field="shape")
+    if not isinstance(shape, list) or len(shape) > 8 or \
+            not all(_is_int(d) and 0 <= d <= MAX_DIM for d in shape):
+        raise CheckpointError(f"{where}: field 'shape' must be a list of at most 8 integers in [0, 2**40], "
+                              f"got {shape!r:.60}", path=path, name=name, field="shape")
+    if math.prod(d for d in shape if d) > MAX_DIM:  # an empty tensor too: numpy refuses such shapes
+        raise CheckpointError(f"{where}: shape {shape!r:.60} has more than 2**40 elements (zero-length "
+                              f"axes aside)", path=path, name=name, field="shape")
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(_is_int, offsets))
             and 0 <= offsets[0] <= offsets[1] <= data_bytes):
         raise CheckpointError(f"{where}: field 'data_offsets' must be [begin, end] with 0 <= begin <= "

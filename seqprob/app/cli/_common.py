@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 
 from ...errors import InputError
@@ -19,6 +20,28 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    return value
+
+
+def refuse_overwriting_inputs(output, *inputs) -> None:
+    """InputError when ``output`` is (a link to) one of the ``inputs`` files: the command
+    would replace what it reads (``build-binary m.arpa m.arpa``). None and '-' are skipped."""
+    if output is None or output == "-" or not os.path.exists(output):
+        return
+    for path in inputs:
+        if path not in (None, "-") and os.path.exists(path) and os.path.samefile(output, path):
+            raise InputError(f"the output {str(output)!r} is the input {str(path)!r}: refusing to "
+                             "overwrite it (write to another path)", path=str(output))
+
+
+def seed_int(text: str) -> int:
+    """argparse type: a seed, an integer >= 0 (numpy's generators refuse negative ones)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
     return value
 
 

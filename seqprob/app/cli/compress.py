@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 from ...errors import SeqProbFileError
-from ._common import add_model_options, load_model, load_tokenizer_arg
+from ._common import add_model_options, load_model, load_tokenizer_arg, refuse_overwriting_inputs
 
 
 def register(sub) -> None:
@@ -40,6 +40,7 @@ def run_compress(args) -> int:
     from ...compress import HEADER_BYTES, compress
     from ...scoring import evaluate
 
+    refuse_overwriting_inputs(args.output, args.input, args.model, args.tokenizer)
     text = _read(args.input, binary=False)
     text = text[:-1] if text.endswith("\n") else text  # a final newline ends the last line
     model = load_model(args.model)
@@ -64,6 +65,7 @@ def run_decompress(args) -> int:
     from ..._io import atomic_write
     from ...compress import decompress
 
+    refuse_overwriting_inputs(args.output, args.input, args.model, args.tokenizer)
     model = load_model(args.model)
     tok = load_tokenizer_arg(args.tokenizer, model)
     text = decompress(model, _read(args.input, binary=True), tokenizer=tok) + "\n"

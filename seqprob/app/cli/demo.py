@@ -1,6 +1,8 @@
 """``seqprob demo``: P* vs n-grams vs the GPT on the toy language (the README's first command)."""
 from __future__ import annotations
 
+from ._common import seed_int
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -10,7 +12,7 @@ def register(sub) -> None:
                     "shipped GPT, score example sentences under every model, compare held-out "
                     "cross-entropy with the true entropy, and write figures and a report.")
     p.add_argument("--out", default="seqprob-demo", help="output folder (default: ./seqprob-demo)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the sampled corpora (default 0)")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed of the sampled corpora (default 0)")
     p.add_argument("--quick", action="store_true", help="smaller corpora: a few seconds")
     p.add_argument("--retrain", action="store_true",
                    help="train the GPT from scratch instead of loading the shipped one")

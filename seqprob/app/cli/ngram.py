@@ -7,6 +7,7 @@ import sys
 import time
 
 from ...errors import InputError
+from ._common import refuse_overwriting_inputs
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,7 @@ def run_build_binary(args) -> int:
     """ARPA -> .sqlm, atomically."""
     from ...ngram.binary import build_binary
 
+    refuse_overwriting_inputs(args.output, args.arpa)
     start = time.perf_counter()
     path = build_binary(args.arpa, args.output, hash=not args.no_hash)
     print(f"wrote {path}: {path.stat().st_size} bytes in {time.perf_counter() - start:.2f} s",
@@ -109,6 +111,7 @@ def run_fit(args) -> int:
     from ..._io import read_lines
     from ...arpa import write_arpa
 
+    refuse_overwriting_inputs(args.output, args.corpus)
     model = build_model(args)
     start = time.perf_counter()
     memory, temp_dir = getattr(args, "memory", None), getattr(args, "temp_dir", None)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ._common import (add_format_option, add_model_options, add_window_options, load_model, load_tokenizer_arg,
-                      print_document, print_frame, warn_unknown)
+                      print_document, print_frame, seed_int, warn_unknown)
 
 
 def register(sub) -> None:
@@ -20,7 +20,7 @@ def register(sub) -> None:
     p.add_argument("--ci", action="store_true",
                    help="add 95%% bootstrap intervals (resampling sentences) of perplexity and bits")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates for --ci (>= 100)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap for --ci")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed of the bootstrap for --ci")
     add_window_options(p)
     add_format_option(p)
     p.set_defaults(func=run)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from ._common import load_model
+from ._common import load_model, seed_int
 
 
 def register(sub) -> None:
@@ -18,7 +18,7 @@ def register(sub) -> None:
     p.add_argument("--corpus", help="text file, one sentence per line (default: samples of the toy language); "
                                     "without --model, a small GPT is then trained on it")
     p.add_argument("--quick", action="store_true", help="small sizes: a report in seconds")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=seed_int, default=0, help="random seed (default 0)")
     p.add_argument("--only", nargs="+", metavar="SECTION",
                    help="run only these sections: sentences sampling lookup sparsity learning attention "
                         "lens embeddings arithmetic calibration")

@@ -1,7 +1,7 @@
 """``seqprob sample``: draw text from a model with temperature, top-k and top-p."""
 from __future__ import annotations
 
-from ._common import add_format_option, add_model_options, load_model, load_tokenizer_arg, print_frame
+from ._common import add_format_option, add_model_options, load_model, load_tokenizer_arg, print_frame, seed_int
 
 
 def register(sub) -> None:
@@ -17,7 +17,7 @@ def register(sub) -> None:
     p.add_argument("--temperature", type=float, default=1.0, help="T > 0; small T ~ argmax (default 1)")
     p.add_argument("--top-k", type=int, help="sample only among the k most likely tokens")
     p.add_argument("--top-p", type=float, help="sample only within the nucleus of mass p")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=seed_int, default=0, help="random seed (default 0)")
     p.add_argument("--no-stop", action="store_true", help="keep going after </s>")
     p.add_argument("--format", choices=("text", "table", "csv", "json"), default="text",
                    help="text: one sample per line (default); table / csv / json: one row per "

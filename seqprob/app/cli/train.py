@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import InputError
-from ._common import add_format_option, positive_float, positive_int, print_frame
+from ._common import add_format_option, positive_float, positive_int, print_frame, seed_int
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def register(sub) -> None:
     p.add_argument("--warmup", type=int, help="warmup steps (default min(100, steps/10))")
     p.add_argument("--weight-decay", type=float, default=0.1, help="AdamW decay on matrices (0.1)")
     p.add_argument("--grad-clip", type=float, default=1.0, help="global gradient-norm limit (1.0)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the weights and the batches (0)")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed of the weights and the batches (0)")
     p.add_argument("--val-fraction", type=float, default=0.1,
                    help="fraction of the token stream held out for validation (default 0.1)")
     p.add_argument("--eval-every", type=positive_int, help="steps between evaluations (default steps/10)")
