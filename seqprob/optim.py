@@ -9,6 +9,7 @@ arrays. Both paths compute the same numbers.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Callable, Iterable, Mapping
 
 import numpy as np
@@ -315,7 +316,11 @@ class AdamW:
         for key in ("step", "lr", "betas", "eps", "weight_decay", "m", "v"):
             if key not in state:
                 raise CheckpointError(f"optimizer state has no {key!r}", key=key)
+        t, hyper = self._checked_scalars(state)
         for moment in ("m", "v"):
+            if not isinstance(state[moment], Mapping):
+                raise CheckpointError(f"optimizer state {moment!r} must map parameter names to arrays, "
+                                      f"got {type(state[moment]).__name__}", key=moment)
             for name in self.names:
                 arr = state[moment].get(name)
                 if arr is None:
@@ -325,12 +330,12 @@ class AdamW:
                     raise CheckpointError(f"optimizer state {moment}.{name} has shape "
                                           f"{np.shape(arr)}, parameter has {self.params[name].shape}",
                                           key=f"{moment}.{name}")
+                _check_moment(moment, name, arr)
         for name in self.names:
             np.copyto(self.m[name], state["m"][name])
             np.copyto(self.v[name], state["v"][name])
-        self.t = int(state["step"])
-        self.lr, self.betas = float(state["lr"]), tuple(float(b) for b in state["betas"])
-        self.eps, self.weight_decay = float(state["eps"]), float(state["weight_decay"])
+        self.t = t
+        self.lr, self.betas, self.eps, self.weight_decay = hyper
         if "decay" in state:
             self.decay_names = self._decay_names(state["decay"])
             self._decay_spans = self._merged_spans(n for n in self.names if n in self.decay_names)
@@ -338,9 +343,44 @@ class AdamW:
         self._check_hyper()
         return self
 
+    @staticmethod
+    def _checked_scalars(state: Mapping) -> tuple:
+        """(step, (lr, betas, eps, weight_decay)) of a state dict, each checked: a tampered or
+        foreign file is a CheckpointError naming the key, never a ZeroDivisionError later."""
+        def number(key, value, low=0.0, high=math.inf, integer=False):
+            ok = isinstance(value, numbers.Integral if integer else numbers.Real) and \
+                not isinstance(value, bool) and low <= value < high
+            if not ok:
+                kind = "an integer" if integer else "a finite number"
+                raise CheckpointError(f"optimizer state {key!r} must be {kind} in [{low}, {high}), "
+                                      f"got {value!r:.60}", key=key)
+            return value
+
+        betas = state["betas"]
+        if not isinstance(betas, (list, tuple)) or len(betas) != 2:
+            raise CheckpointError(f"optimizer state 'betas' must be two numbers, got {betas!r:.60}",
+                                  key="betas")
+        return int(number("step", state["step"], integer=True)), (
+            float(number("lr", state["lr"])), tuple(float(number("betas", b, high=1.0)) for b in betas),
+            float(number("eps", state["eps"])), float(number("weight_decay", state["weight_decay"])))
+
     def __repr__(self) -> str:
         return (f"AdamW(lr={self.lr!r}, betas={self.betas!r}, eps={self.eps!r}, "
                 f"weight_decay={self.weight_decay!r}, params={len(self.names)}, step={self.t})")
+
+
+def _check_moment(moment: str, name: str, arr) -> None:
+    """A saved moment must be finite floats, and the second moment v >= 0 (it is a running
+    mean of squares: a negative or NaN one would make every later update NaN)."""
+    arr = np.asarray(arr)
+    ok = arr.dtype.kind == "f" and (arr.size == 0 or
+                                    (math.isfinite(arr.min()) and math.isfinite(arr.max())))
+    if ok and moment == "v" and arr.size:
+        ok = arr.min() >= 0
+    if not ok:
+        rule = "finite floats >= 0" if moment == "v" else "finite floats"
+        raise CheckpointError(f"optimizer state {moment}.{name} must hold {rule} (dtype {arr.dtype})",
+                              key=f"{moment}.{name}")
 
 
 def _adamw_chunk(pc, gc, mc, vc, a, b, consts, decay) -> None:

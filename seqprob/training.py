@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from .checks import check_int
-from .errors import InputError, TrainingDivergedError
+from .errors import CheckpointError, InputError, TrainingDivergedError
 from .optim import AdamW, clip_grad_norm, cosine_schedule
 from .protocols import Trainable
 from .vocab import check_ids
@@ -210,6 +210,7 @@ class _Run:
         check_int("seed", seed, low=0)
         self.rng = np.random.default_rng(seed)
         self.step, self.rows, self.seconds0, self.saved_step = 0, [], 0.0, None
+        self.saved_at = None  # the folder holding the state of saved_step (resumed from, or saved to)
 
     def _block(self, block_size) -> int:
         limit = self.config.block_size
@@ -253,16 +254,16 @@ class _Run:
         if ckpt.optimizer_state is None or not ckpt.extra or "rng" not in ckpt.extra:
             raise InputError(f"checkpoint {str(resume)!r} has no optimizer/training state to resume "
                              f"from (it was saved by model.save, not by train)", path=str(resume))
+        step, seconds, rows = _training_state(ckpt.extra, resume)
+        self.rng.bit_generator.state = _rng_state(ckpt.extra["rng"], resume)
         opt.load_state_dict(ckpt.optimizer_state)
-        extra = ckpt.extra
-        changed = {k: (v, extra["settings"].get(k)) for k, v in self.settings().items()
-                   if extra.get("settings", {}).get(k) != v}
+        saved = ckpt.extra.get("settings")
+        saved = saved if isinstance(saved, dict) else {}
+        changed = {k: (v, saved.get(k)) for k, v in self.settings().items() if saved.get(k) != v}
         if changed:
             log.warning("resuming with settings that differ from the checkpoint's: %s", changed)
-        self.step, self.seconds0 = int(extra["step"]), float(extra["seconds"])
-        self.rng.bit_generator.state = extra["rng"]
-        self.rows = [[np.nan if v is None else v for v in row] for row in extra["history"]]
-        self.saved_step = self.step
+        self.step, self.seconds0, self.rows = step, seconds, rows
+        self.saved_step, self.saved_at = self.step, Path(resume)
         log.info("resumed from %s at step %d", resume, self.step)
 
     def save(self, opt, elapsed: float) -> None:
@@ -273,7 +274,7 @@ class _Run:
                  "history": [[None if isinstance(v, float) and math.isnan(v) else v for v in row]
                              for row in self.rows]}
         save_checkpoint(self.model, self.checkpoint, optimizer=opt, extra=extra)
-        self.saved_step = self.step
+        self.saved_step, self.saved_at = self.step, self.checkpoint
 
     # -- the loop ------------------------------------------------------------------------------
     def loop(self, opt, progress: bool) -> None:
@@ -340,13 +341,45 @@ class _Run:
 
     def diverged(self, step: int, what: str, loss: float, updated: bool):
         kept = (f"; the last good checkpoint (step {self.saved_step}) is kept in "
-                f"{str(self.checkpoint)!r}" if self.saved_step is not None else "")
+                f"{str(self.saved_at)!r}" if self.saved_step is not None else "")
         state = "the parameters hold that step's update" if updated else "parameters not updated"
         raise TrainingDivergedError(
             f"training diverged at step {step}: {what}; {state}{kept} "
             f"(try a lower lr than {self.lr!r} or grad_clip)", step=step, loss=loss,
-            checkpoint=str(self.checkpoint) if self.saved_step is not None else None)
+            checkpoint=str(self.saved_at) if self.saved_step is not None else None)
 
 
 def _positive_int(name: str, value) -> int:
     return check_int(name, value, low=1)
+
+
+def _training_state(extra: dict, path) -> tuple:
+    """(step, seconds, history rows) of a checkpoint's training.json, each checked: a tampered
+    or foreign file is a CheckpointError naming the field, not an error deep in the loop."""
+    def bad(field, rule, value):
+        return CheckpointError(f"training state of {str(path)!r}: {field!r} must be {rule}, got "
+                               f"{value!r:.60}", path=str(path), field=field)
+
+    step, seconds, history = extra.get("step"), extra.get("seconds"), extra.get("history")
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise bad("step", "an integer >= 0", step)
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 <= seconds < math.inf:
+        raise bad("seconds", "a finite number >= 0", seconds)
+    width = len(HISTORY_COLUMNS)
+    if not isinstance(history, list) or not all(
+            isinstance(row, list) and len(row) == width and
+            all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in row)
+            for row in history):
+        raise bad("history", f"a list of rows of {width} numbers or nulls ({', '.join(HISTORY_COLUMNS)})",
+                  history)
+    return step, float(seconds), [[np.nan if v is None else v for v in row] for row in history]
+
+
+def _rng_state(state, path) -> dict:
+    """The saved generator state, if a PCG64 generator accepts it (checked on a scratch one)."""
+    try:
+        np.random.default_rng().bit_generator.state = state
+    except (TypeError, ValueError, KeyError, OverflowError) as exc:
+        raise CheckpointError(f"training state of {str(path)!r}: 'rng' is not a PCG64 generator "
+                              f"state ({exc})", path=str(path), field="rng") from None
+    return state

@@ -83,6 +83,55 @@ def test_resume_from_model_save_is_refused(tmp_path):
         train(GPT(CFG), STREAM, steps=3, resume=tmp_path / "m", **kw())
 
 
+def _tamper(folder, name, change):
+    """Rewrite one JSON file of a checkpoint through ``change`` and re-hash it in the manifest
+    (a file another version or a hand edit could have written: it passes the integrity check)."""
+    import json
+
+    from seqprob.gpt import checkpoint as ck
+    path = folder / name
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["files"][name] = ck._file_facts(path)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("name, key, value, field", [
+    ("training.json", "rng", "x", "'rng'"), ("training.json", "rng", {"bit_generator": "MT19937"}, "'rng'"),
+    ("training.json", "step", "abc", "'step'"), ("training.json", "step", -1, "'step'"),
+    ("training.json", "seconds", None, "'seconds'"), ("training.json", "history", 5, "'history'"),
+    ("training.json", "history", [[1, 2]], "'history'"),
+    ("optimizer.json", "lr", "x", "'lr'"), ("optimizer.json", "step", -1, "'step'"),
+    ("optimizer.json", "betas", [0.9, 1.5], "'betas'"), ("optimizer.json", "eps", float("nan"), "'eps'"),
+])
+def test_a_tampered_training_checkpoint_is_refused_by_field(tmp_path, name, key, value, field):
+    from seqprob.errors import CheckpointError
+    train(GPT(CFG), STREAM, steps=3, checkpoint=tmp_path / "ck", **kw())
+    _tamper(tmp_path / "ck", name, lambda d: d.__setitem__(key, value))
+    with pytest.raises(CheckpointError, match=field):
+        train(GPT(CFG), STREAM, steps=6, checkpoint=tmp_path / "ck", resume=True, **kw())
+
+
+def test_negative_or_nan_second_moments_are_refused(tmp_path):
+    from seqprob.errors import CheckpointError
+    opt = AdamW(GPT(CFG).params)
+    state = opt.state_dict()
+    name = next(iter(state["v"]))
+    for bad in (-1.0, np.nan):
+        state["v"][name] = np.full_like(state["v"][name], bad)
+        with pytest.raises(CheckpointError, match=f"v.{name} must hold finite floats >= 0"):
+            AdamW(GPT(CFG).params).load_state_dict(state)
+
+
+def test_divergence_after_resuming_names_the_folder_resumed_from(tmp_path):
+    train(GPT(CFG), STREAM, steps=3, checkpoint=tmp_path / "ck", **kw())
+    with pytest.raises(TrainingDivergedError) as err:
+        train(GPT(CFG), STREAM, steps=6, resume=tmp_path / "ck", **kw(lr=1e30))
+    assert str(tmp_path / "ck") in str(err.value) and "None" not in str(err.value)
+
+
 class FlakyGPT(GPT):
     """Returns a NaN loss on call number ``nan_at`` (1-based)."""
 
