@@ -356,10 +356,18 @@ def test_bad_settings(kwargs, match):
     lambda: ModifiedKneserNey(order=2, discounts=[(0.5, 3, 1.5)] * 2),
     lambda: ModifiedKneserNey(order=2, discount_fallback=(0, 1, 1)),
     lambda: KneserNey(order=2, discount=1.5), lambda: AbsoluteDiscount(order=2, discount=[0.5]),
-    lambda: StupidBackoff(order=2, alpha=2)])
+    lambda: StupidBackoff(order=2, alpha=2), lambda: ModifiedKneserNey(order=2, discounts=3),
+    lambda: ModifiedKneserNey(order=2, discounts="0.5")])
 def test_bad_discounts(make):
     with pytest.raises(InputError):
         make().fit(CORPUS)
+
+
+def test_token_logprobs_many_needs_a_list_of_sequences():
+    model = KneserNey(order=2, discount=0.5).fit(CORPUS)
+    for bad in (None, 5, "a b"):
+        with pytest.raises(InputError, match="list of 1-D id sequences"):
+            model.token_logprobs_many(bad)
 
 
 def test_min_count_with_a_tokenizer_is_refused():

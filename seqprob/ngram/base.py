@@ -67,6 +67,8 @@ class BackoffLanguageModel(BaseLanguageModel):
         [(2,), (3,)]
         """
         self._check_fitted()
+        if isinstance(sequences, (str, bytes)) or not hasattr(sequences, "__iter__"):
+            raise InputError(f"sequences must be a list of 1-D id sequences, got {type(sequences).__name__}")
         seqs = [np.asarray(s) for s in sequences]
         if not seqs or any(s.ndim != 1 or len(s) < 2 for s in seqs):
             raise InputError("need 1-D sequences, each with x_0 and at least one token")

@@ -216,6 +216,9 @@ class ModifiedKneserNey(NGramModel):
         if self.discount_fallback is not None:
             _check_triple(self.discount_fallback, "discount_fallback")
         if self.discounts is not None:
+            if isinstance(self.discounts, (str, bytes)) or not hasattr(self.discounts, "__iter__"):
+                raise InputError(f"discounts must be one (D1, D2, D3+) triple per order ({self.order}), "
+                                 f"got {self.discounts!r:.60}", value=self.discounts)
             ds = list(self.discounts)
             if len(ds) != int(self.order):
                 raise InputError(f"discounts needs one (D1, D2, D3+) per order ({self.order}), "
