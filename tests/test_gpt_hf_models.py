@@ -317,3 +317,39 @@ def test_a_tensor_in_two_shards_is_refused(tmp_path):
     (folder / "model.safetensors.index.json").write_text(json.dumps(index))
     with pytest.raises(CheckpointError, match=f"{names[2]!r} is in both"):
         GPT.from_hf(folder)
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"model_type": ["llama"]}, "model_type must be a string"),
+    ({"layer_types": 5}, "layer_types must be a list"),
+])
+def test_config_values_of_the_wrong_type_are_named(tmp_path, change, match):
+    folder = _copy(tmp_path)
+    _edit(folder, **change)
+    with pytest.raises(CheckpointError, match=match):
+        GPT.from_hf(folder)
+
+
+def test_a_deeply_nested_config_or_index_is_malformed_not_a_recursion_error(tmp_path):
+    folder = _copy(tmp_path)
+    deep = "[" * 100_000 + "]" * 100_000
+    (folder / "config.json").write_text(deep)
+    with pytest.raises(CheckpointError, match="malformed config.json"):
+        GPT.from_hf(folder)
+
+
+@pytest.mark.parametrize("shard", ["a\0b.safetensors", "x" * 5000 + ".safetensors", "y" * 300 + ".safetensors"])
+def test_shard_names_that_cannot_be_files_are_named(tmp_path, shard):
+    folder = _copy(tmp_path, "sharded")
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    first = next(iter(index["weight_map"]))
+    index["weight_map"][first] = shard
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(CheckpointError, match="shard"):
+        GPT.from_hf(folder)
+
+
+def test_unembed_of_no_rows_is_empty():
+    model = GPT.from_hf(HF / "llama_gqa")
+    out = model.unembed(np.zeros((0, model.config.n_embd), np.float32))
+    assert out.shape == (0, model.config.vocab_size)

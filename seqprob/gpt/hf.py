@@ -40,6 +40,8 @@ ARCHITECTURES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "mistra
 # ----------------------------------------------------------------------------- config.json
 def _kind(hf: dict) -> str:
     kind = hf.get("model_type")
+    if kind is not None and not isinstance(kind, str):
+        raise CheckpointError(f"config.json's model_type must be a string, got {kind!r:.60}", value=kind)
     if kind is None:
         by_class = {v: k for k, v in ARCHITECTURES.items()}
         archs = hf.get("architectures") or []
@@ -111,6 +113,9 @@ def _rope(hf: dict, kind: str) -> dict:
 def _refuse_sliding_window(hf: dict, kind: str, block: int) -> None:
     window = hf.get("sliding_window")
     types = hf.get("layer_types") or []
+    if not isinstance(types, list):
+        raise CheckpointError(f"config.json's layer_types must be a list, got {types!r:.60}",
+                              option="layer_types")
     on = hf.get("use_sliding_window", kind == "mistral")
     if (on and window is not None and (not isinstance(window, int) or window < block)) or \
             "sliding_attention" in types:
@@ -218,14 +223,19 @@ def config_from_hf(hf: dict, dtype: str = "float32") -> GPTConfig:
 def _shard_path(folder: Path, name) -> Path:
     """A shard file named in the index, which must resolve to a file inside ``folder``."""
     index = folder / "model.safetensors.index.json"
-    if not isinstance(name, str) or not name or os.path.isabs(name):
+    if not isinstance(name, str) or not name or os.path.isabs(name) or "\0" in name or len(name) > 4096:
         raise CheckpointError(f"{str(index)!r} names a shard {name!r}: shards must be relative "
                               "paths inside the model folder", path=str(index), shard=name)
-    path = (folder / name).resolve()
+    try:
+        path = (folder / name).resolve()
+        is_file = path.is_file()
+    except OSError as exc:  # e.g. a name past the file system's length limit
+        raise CheckpointError(f"{str(index)!r} names a shard {name[:60]!r} that cannot be opened: "
+                              f"{exc.strerror or exc}", path=str(index), shard=name) from None
     if not path.is_relative_to(folder.resolve()):
         raise CheckpointError(f"{str(index)!r} names a shard {name!r} that resolves to {str(path)!r}, "
                               "outside the model folder", path=str(index), shard=name)
-    if not path.is_file():
+    if not is_file:
         raise CheckpointError(f"missing shard {name!r} (listed in {str(index)!r})", path=str(index), shard=name)
     return path
 
@@ -236,7 +246,8 @@ def _shards(folder: Path) -> list[Path]:
         try:
             weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
             files = sorted(set(weight_map.values()), key=str)
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError, UnicodeDecodeError,
+                RecursionError) as exc:
             raise CheckpointError(f"malformed {str(index)!r}: {exc}", path=str(index)) from None
         return [_shard_path(folder, f) for f in files]
     single = folder / "model.safetensors"
@@ -285,7 +296,7 @@ def _read_config(folder: Path) -> dict:
     except OSError as exc:
         raise SeqProbFileError(f"cannot read {str(folder / 'config.json')!r}: {exc.strerror or exc}",
                                path=str(folder)) from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise CheckpointError(f"malformed config.json in {str(folder)!r}: {exc}", path=str(folder)) from None
 
 

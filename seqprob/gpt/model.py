@@ -264,7 +264,7 @@ class GPT(BaseLanguageModel):
 
     def _check_finite(self, arr: np.ndarray, what: str) -> None:
         """Raise InputError if ``arr`` holds NaN or inf, naming a corrupt parameter if any."""
-        if np.isfinite(arr.max()) and np.isfinite(arr.min()):
+        if arr.size == 0 or (np.isfinite(arr.max()) and np.isfinite(arr.min())):
             return
         for name, value in self.params.items():
             bad = ~np.isfinite(value)
