@@ -149,6 +149,13 @@ def test_load_params_refuses_values_that_overflow_the_model_dtype():
         model.load_params({"wte": np.full(model.params["wte"].shape, -1e39)}, strict=False)
 
 
+@pytest.mark.parametrize("name", ["x" * 300, "a\0b"])
+def test_paths_the_file_system_refuses_are_named(tmp_path, name):
+    with pytest.raises(SeqProbFileError, match="cannot write"):
+        ck.save_checkpoint(GPT(CFG), str(tmp_path) + "/" + name)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_refuses_to_replace_a_non_checkpoint_folder(tmp_path):
     (tmp_path / "notes.txt").write_text("precious")
     with pytest.raises(SeqProbFileError, match="refusing"):

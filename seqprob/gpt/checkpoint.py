@@ -134,9 +134,14 @@ def save_checkpoint(model, path, optimizer=None, extra: dict | None = None) -> P
     ['config.json', 'manifest.json']
     """
     path = Path(path)
-    check_replaceable(path)
     _check_finite_params(model)
-    tmp = make_temp_dir(path)  # .NAME.seqprob-tmp-PID-RANDOM; stale ones of dead pids removed
+    try:
+        check_replaceable(path)
+        tmp = make_temp_dir(path)  # .NAME.seqprob-tmp-PID-RANDOM; stale ones of dead pids removed
+    except SeqProbError:
+        raise
+    except (OSError, ValueError) as exc:  # e.g. a name too long for the file system, a NUL byte
+        raise SeqProbFileError(f"cannot write {str(path)!r}: {exc}", path=str(path)) from exc
     try:
         _write_files(tmp, model, optimizer, extra)
         _swap_in(tmp, path)
