@@ -102,14 +102,34 @@ def encode_chunks(chunks: Iterable, tokenizer=None, index: dict | None = None) -
             yield _encode_generic(chunk, first, tokenizer)
 
 
+# Joins the lines of a chunk for one C-level split. NUL is an ordinary character (text policy),
+# so a line may hold this very word: _factorize detects that and says which code, if any, is
+# the separator, so that callers never confuse it with a word of the text.
 _SEP = "\x00"
 
 
 def _factorize(chunk: list):
-    """(codes, unique words in first-appearance order, words per line) of a chunk of lines.
+    """Factorize a chunk of lines into word codes.
 
     One join + split over the whole chunk (lines separated by a NUL word) and a hash-table
     factorization, instead of a Python loop per word.
+
+    Parameters
+    ----------
+    chunk : list of str
+        The lines.
+
+    Returns
+    -------
+    codes : ndarray of int64
+        The code of each word of the text, in order (never the separator's).
+    uniq : list of str
+        The distinct words in first-appearance order (``uniq[codes]`` are the words).
+    lengths : ndarray of int64
+        Words per line.
+    sep : int
+        The index in ``uniq`` of the separator, which no code refers to; -1 when ``uniq`` holds
+        only words of the text (a NUL word in ``uniq`` is then a word like any other).
     """
     import pandas as pd
 
@@ -117,39 +137,42 @@ def _factorize(chunk: list):
     codes, uniq = pd.factorize(np.array(words, dtype=object))
     uniq = list(uniq)
     if len(chunk) > 1:
-        sep = uniq.index(_SEP) if _SEP in uniq else -1
+        sep = uniq.index(_SEP)  # the join put it there
         is_sep = codes == sep
         seps = np.flatnonzero(is_sep)
         if len(seps) != len(chunk) - 1:  # a line holds a NUL word of its own: split line by line
             return _factorize_lines(chunk)
         bounds = np.concatenate([[-1], seps, [len(words)]])
         lengths = np.diff(bounds) - 1
-        return codes[~is_sep], uniq, lengths
-    return codes, uniq, np.array([len(words)], dtype=np.int64)
+        return codes[~is_sep], uniq, lengths, sep
+    return codes, uniq, np.array([len(words)], dtype=np.int64), -1
 
 
 def _factorize_lines(chunk: list):
+    """:func:`_factorize` without the join (slower; for chunks that hold a NUL word)."""
     _, lengths, flat = _split(chunk)
     index = dict.fromkeys(flat)
     uniq = list(index)
     index = {w: i for i, w in enumerate(uniq)}
-    return np.fromiter(map(index.__getitem__, flat), np.int64, count=len(flat)), uniq, lengths
+    codes = np.fromiter(map(index.__getitem__, flat), np.int64, count=len(flat))
+    return codes, uniq, lengths, -1
 
 
 def _encode_growing(chunk: list, first: int, index: dict):
-    codes, uniq, lengths = _factorize(chunk)
+    codes, uniq, lengths, sep = _factorize(chunk)
     seen = set(uniq)
     if any(w in seen for w in _RESERVED):
         raise _reserved_error(chunk, first, seen)
+    # Only the separator is skipped (no code refers to it); a NUL word of the text gets an id.
     lut = np.empty(len(uniq), dtype=np.int64)
     for i, w in enumerate(uniq):
-        if w != _SEP:
+        if i != sep:
             lut[i] = index.setdefault(w, len(index))
     return lut[codes] if len(codes) else codes.astype(np.int64), lengths
 
 
 def _encode_whitespace(chunk: list, first: int, vocab: Vocab):
-    codes, uniq, lengths = _factorize(chunk)
+    codes, uniq, lengths, _ = _factorize(chunk)  # the separator's lut entry is never read
     unk = -1 if vocab.unk_id is None else vocab.unk_id
     lut = np.fromiter((vocab._index.get(w, unk) for w in uniq), dtype=np.int64, count=len(uniq))
     ids = lut[codes] if len(codes) else codes.astype(np.int64)

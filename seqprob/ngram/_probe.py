@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import FileFormatError
+
 __all__ = ["ProbeIndex", "score_chain"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -46,6 +48,9 @@ class ProbeIndex:
         The sorted keys, for :meth:`lookup` of a 2-column index (rows by binary search).
     longest : int, optional
         The most records in one bucket (else computed at the first look-up that needs it).
+    source : str, optional
+        Where ``buckets`` and ``records`` were read from (a ``.sqlm`` path), for the error of a
+        damaged file.
 
     Notes
     -----
@@ -66,10 +71,12 @@ class ProbeIndex:
     ([True, False], [0.25])
     """
 
-    def __init__(self, bits: int, buckets: np.ndarray, records: np.ndarray, keys=None, longest=None):
+    def __init__(self, bits: int, buckets: np.ndarray, records: np.ndarray, keys=None, longest=None,
+                 source=None):
         self.bits, self.buckets, self.records, self.keys = int(bits), buckets, records, keys
         self.shift = np.uint64(64 - self.bits)
         self._longest = longest
+        self.source = source
 
     @classmethod
     def build(cls, keys: np.ndarray, logp: np.ndarray, logbow=None, rows=None, spread: int = 1,
@@ -112,6 +119,7 @@ class ProbeIndex:
         home = _bucket(queries, self.shift)  # (n,)
         entry = np.take(self.buckets, home)  # (n,) first record << 1 | several
         lo = (entry >> 1).astype(np.intp)  # (n,)
+        self._check_range(lo, len(self.records), "a bucket's first record")
         rec = np.take(self.records, lo, axis=0)  # (n, C): one random access per query
         hit = rec[:, KEY] == queries  # a record of another bucket never holds the key
         pending = np.flatnonzero((entry & 1) > hit)  # (p,) in a bucket of several, not the first
@@ -139,6 +147,10 @@ class ProbeIndex:
         end = np.where(after < len(self.buckets), end, len(self.records) - 1)
         first = lo[pending] + 1  # (p,) the records after the one already read
         left = (end - first).astype(np.intp)  # (p,) >= 1: the bucket holds several
+        # Bounds before the ragged gather: damaged entries must not size np.repeat (GiBs) or
+        # index past the records.
+        self._check_range(end, len(self.records), "a bucket's end")
+        self._check_range(left, self.longest, "a bucket's length")
         owner = np.repeat(pending, left)  # (t,) the query of each record to read
         at = np.arange(len(owner)) + np.repeat(first - (np.cumsum(left) - left), left)  # (t,)
         match = np.flatnonzero(self.records[:, KEY][at] == queries[owner])
@@ -149,7 +161,9 @@ class ProbeIndex:
     def _walk_steps(self, queries, home, lo, rec, hit, pending) -> None:
         step = 1
         while len(pending):
-            nxt = np.take(self.records, lo[pending] + step, axis=0)  # (p, C)
+            at = lo[pending] + step  # (p,)
+            self._check_range(at, len(self.records), "a bucket's record")  # a damaged sentinel
+            nxt = np.take(self.records, at, axis=0)  # (p, C)
             key = nxt[:, KEY]
             found = key == queries[pending]
             now = pending[found]
@@ -166,7 +180,27 @@ class ProbeIndex:
 
             return lookup_keys(self.keys, np.asarray(queries, dtype=np.int64))
         hit, rec = self.probe(queries)
-        return np.where(hit, rec[:, ROW], -1)
+        rows = np.where(hit, rec[:, ROW], -1)
+        self._check_range(rows + 1, len(self.records), "a record's row")  # -1 (a miss) included
+        return rows
+
+    def _check_range(self, values: np.ndarray, limit: int, what: str) -> None:
+        """FileFormatError unless every value is in ``[0, limit)``: buckets and records read
+        from a file are trusted only after this (the default load skips the checksums)."""
+        if not len(values):
+            return
+        # One reduction: a negative value read as unsigned is larger than any limit.
+        top = int(values.astype(np.int64, copy=False).view(np.uint64).max())
+        if top >= limit:
+            self.corrupted(f"{what} is {np.int64(np.uint64(top))}, outside 0..{limit - 1}",
+                           value=int(np.int64(np.uint64(top))), limit=limit - 1)
+
+    def corrupted(self, detail: str, **data) -> None:
+        """Raise the :class:`FileFormatError` of damaged query records."""
+        where = f"{self.source!r}: " if self.source else ""
+        raise FileFormatError(f"{where}corrupted n-gram query records ({detail}): the file is "
+                              "damaged; run load_ngram(path, verify=True) to check its "
+                              "checksums", path=self.source, **data)
 
 
 def _bucket(keys: np.ndarray, shift: np.uint64) -> np.ndarray:
@@ -213,7 +247,8 @@ def score_chain(tables, stream: np.ndarray, offset: np.ndarray) -> np.ndarray:
         return out
     scored, tail = has_history[1:], out[1:]  # (L-1,) views: positions 1 .. L-1
     tail += np.take(tables.logbow[0], stream[:-1])  # j = 1, right where order 2 misses
-    hit, rec = tables.probe_index(2).probe(stream[:-1] * V + stream[1:])  # (L-1,), (L-1, C)
+    index = tables.probe_index(2)
+    hit, rec = index.probe(stream[:-1] * V + stream[1:])  # (L-1,), (L-1, C)
     hit &= scored
     np.copyto(tail, rec[:, LOGP if N > 2 else TOP_LOGP].view(np.float64), where=hit)  # (overwrites j = 1)
     out[~has_history] = np.nan
@@ -224,7 +259,10 @@ def score_chain(tables, stream: np.ndarray, offset: np.ndarray) -> np.ndarray:
     cand = found + 2  # (h,) positions probed at order m, after a hit of order m - 1
     for m in range(3, N + 1):
         out[cand] += rec[:, LOGBOW].view(np.float64)[found]  # j = m - 1, unless overwritten below
-        hit, rec = tables.probe_index(m).probe(rec[:, ROW][found] * V + stream[cand])
+        ctx = rec[:, ROW][found]  # (h,) rows of the (m-1)-grams found: a damaged one would
+        index._check_range(ctx, len(tables.keys[m - 2]), "a record's row")  # miss silently
+        index = tables.probe_index(m)
+        hit, rec = index.probe(ctx * V + stream[cand])
         found = np.flatnonzero(hit)  # (h,)
         pos = cand[found]
         out[pos] = rec[:, LOGP if m < N else TOP_LOGP].view(np.float64)[found]  # the longer match

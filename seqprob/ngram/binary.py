@@ -82,6 +82,7 @@ class SlotHash:
         queries = np.ascontiguousarray(queries, dtype=np.int64)
         slot = ((queries.view(np.uint64) * _GOLDEN) >> self.shift).view(np.int64)  # (n,)
         row = self.slots[slot].astype(np.intp)  # (n,) row at the home slot, or -1
+        _check_rows(row, len(self.keys))
         hit = self.keys[row] == queries  # -1 reads the sentinel: a miss
         out = np.where(hit, row, -1)
         pending = np.flatnonzero(~hit & (row >= 0))
@@ -89,6 +90,7 @@ class SlotHash:
         while len(pending):  # a collision: walk on from the home slot
             slot = (slot + 1) & self.mask
             row = self.slots[slot].astype(np.intp)
+            _check_rows(row, len(self.keys))
             hit = self.keys[row] == queries[pending]
             out[pending[hit]] = row[hit]
             go_on = ~hit & (row >= 0)
@@ -97,6 +99,15 @@ class SlotHash:
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # the multiplier of seqprob.counts.KeyHash
+
+
+def _check_rows(row: np.ndarray, n_keys: int) -> None:
+    """A slot read from a file holds -1 or a row of the keys (the sentinel included)."""
+    if len(row) and (row.min() < -1 or row.max() >= n_keys):
+        bad = int(row.min()) if row.min() < -1 else int(row.max())
+        raise FileFormatError(f"corrupted n-gram hash slots (a slot holds row {bad}, outside "
+                              f"-1..{n_keys - 1}): the file is damaged; run load_ngram(path, "
+                              "verify=True) to check its checksums", value=bad, limit=n_keys - 1)
 
 
 def with_sentinel(keys: np.ndarray) -> np.ndarray:
@@ -254,7 +265,9 @@ def load_ngram(path, verify: bool = False):
     for m, bits in meta.get("probe_bits", {}).items():
         tables.set_probe_index(int(m), ProbeIndex(bits, arrays[f"buckets.{m}"], arrays[f"probe.{m}"],
                                                   keys=tables.keys[int(m) - 1],
-                                                  longest=meta.get("probe_longest", {}).get(m)))
+                                                  longest=meta.get("probe_longest", {}).get(m),
+                                                  source=path))
+    _check_unigrams(tables, path)
     vocab = _vocab(arrays, meta, path)
     model = ArpaModel(tables, vocab, path)
     if meta["tokenizer"] != "whitespace":
@@ -305,11 +318,55 @@ def _section(data: np.ndarray, s: dict, path: str, verify: bool) -> np.ndarray:
     return raw.view(np.dtype(s["dtype"])).reshape(s["shape"])
 
 
+def _damaged(path: str, detail: str, **data) -> FileFormatError:
+    return FileFormatError(f"{path!r}: {detail}: the file is damaged; run load_ngram(path, "
+                           "verify=True) to check its checksums", path=path, **data)
+
+
+def _check_unigrams(tables: BackoffTables, path: str) -> None:
+    """Log p <= 0 (-inf allowed) and back-off weights below +inf, NaN refused, for the unigrams.
+
+    O(V), like decoding the vocabulary; the higher orders are left to ``verify=True`` (a pass
+    over them would make the O(1) load O(n-grams)).
+    """
+    logp = tables.logp[0]
+    if not (logp <= 0).all():  # NaN fails the comparison too
+        bad = int(np.flatnonzero(~(logp <= 0))[0])
+        raise _damaged(path, f"corrupted unigram log-probability {float(logp[bad])!r} of word id "
+                             f"{bad} (must be <= 0)", value=float(logp[bad]), limit=0.0)
+    if tables.order > 1 and not (tables.logbow[0] < np.inf).all():
+        bad = int(np.flatnonzero(~(tables.logbow[0] < np.inf))[0])
+        raise _damaged(path, f"corrupted unigram back-off weight {float(tables.logbow[0][bad])!r} "
+                             f"of word id {bad} (must be finite or -inf)",
+                       value=float(tables.logbow[0][bad]))
+
+
 def _vocab(arrays: dict, meta: dict, path: str) -> Vocab:
+    """The vocabulary, decoded (always read at load: its damage is reported here)."""
     offsets, blob = arrays["vocab.offsets"], bytes(arrays["vocab.utf8"])
+    V = int(meta["vocab_size"])
+    if len(offsets) != V + 1 or offsets[0] != 0 or offsets[-1] != len(blob) or (np.diff(offsets) < 0).any():
+        raise _damaged(path, f"corrupted vocabulary offsets (expected {V + 1} non-decreasing "
+                             f"offsets from 0 to {len(blob)})", limit=len(blob))
     bounds = offsets.tolist()
-    tokens = [blob[a:b].decode("utf-8") for a, b in zip(bounds[:-1], bounds[1:])]
-    return Vocab(tokens, bos=meta["bos"], eos=meta["eos"], unk=meta["unk"])
+    try:
+        tokens = [blob[a:b].decode("utf-8") for a, b in zip(bounds[:-1], bounds[1:])]
+        return Vocab(tokens, bos=meta["bos"], eos=meta["eos"], unk=meta["unk"])
+    except UnicodeDecodeError as exc:
+        bad = next(i for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))
+                   if not _is_utf8(blob[a:b]))  # the error path only: find the token's id
+        raise _damaged(path, f"corrupted vocabulary: token id {bad} is not valid UTF-8 "
+                             f"({exc.reason})", value=bad) from None
+    except InputError as exc:  # e.g. a damaged byte made two tokens equal
+        raise _damaged(path, f"corrupted vocabulary ({exc})") from None
+
+
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def build_binary(arpa_path, out_path, hash: bool = True) -> Path:

@@ -205,7 +205,8 @@ def test_safetensors_byte_mutations(safetensors_file, tmp_path):
     ({"dtype": "F32", "shape": [3], "data_offsets": "ab"}, "data_offsets"),
     ({"dtype": "F32", "shape": [-1, -3], "data_offsets": [0, 12]}, "shape"),
     ({"dtype": "F32", "shape": [1.5], "data_offsets": [0, 12]}, "shape"),
-    ({"dtype": "F32", "shape": [2**62, 4], "data_offsets": [0, 0]}, "needs"),
+    ({"dtype": "F32", "shape": [2**62, 4], "data_offsets": [0, 0]}, "shape"),  # past 2**40 elements
+    ({"dtype": "F32", "shape": [2**30, 4], "data_offsets": [0, 0]}, "needs"),
     ({"dtype": "F32", "shape": [3], "data_offsets": [8, 20]}, "data_offsets"),
 ])
 def test_safetensors_entry_errors_name_the_field(entry, field, tmp_path):
