@@ -7,19 +7,26 @@ off the percentiles of the redrawn ratios.
 """
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from .checks import check_int, check_real
 from .errors import InputError
 from .functional import LN2
 
-__all__ = ["compare", "Comparison", "bootstrap_ratio", "MIN_BOOT"]
+__all__ = ["compare", "Comparison", "bootstrap_ratio", "MIN_BOOT", "MAX_BOOT"]
 
 #: Fewest bootstrap replicates accepted (fewer make the 2.5% tail a handful of draws).
 MIN_BOOT = 100
+#: Most bootstrap replicates accepted (beyond, the percentiles no longer move).
+MAX_BOOT = 10 ** 6
+#: Largest (n_boot, n_sentences) float64 matrix of redraw counts built whole, in bytes
+#: (256 MiB); a larger one is drawn again in row chunks for each product (same counts).
+WHOLE_BOOT_BYTES = 1 << 28
 
 
 @dataclass(frozen=True)
@@ -43,22 +50,102 @@ class Comparison:
 
 
 def _check(n_boot, confidence) -> tuple[int, float]:
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < MIN_BOOT:
-        raise InputError(f"n_boot must be an integer >= {MIN_BOOT}, got {n_boot!r}", value=n_boot, limit=MIN_BOOT)
-    if not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
-        raise InputError(f"confidence must be in (0, 1), got {confidence!r}", value=confidence, limit=(0, 1))
-    return int(n_boot), float(confidence)
+    check_int("n_boot", n_boot, low=MIN_BOOT)
+    n_boot = check_int("n_boot", n_boot, high=MAX_BOOT)
+    return n_boot, check_real("confidence", confidence, low=0, high=1, low_open=True, high_open=True)
 
 
-def _weights(n_items: int, n_boot: int, seed) -> np.ndarray:
-    """(n_boot, n_items) how often each sentence is drawn in each replicate."""
-    rng = np.random.default_rng(seed)
-    return rng.multinomial(n_items, np.full(n_items, 1.0 / n_items), size=n_boot).astype(float)
+class _Redraws:
+    """The (n_boot, n_items) counts of how often each item is drawn in each replicate, as the
+    left operand of ``@``: built once when it takes at most :data:`WHOLE_BOOT_BYTES`, else
+    drawn again in row chunks for every product (the same generator state each time, so the
+    same counts), so memory stays bounded however many sentences there are. Chunked draws
+    equal one whole draw: ``multinomial`` takes its rows from the stream in order."""
+
+    ndim = 2
+
+    def __init__(self, n_items: int, n_boot: int, seed):
+        from .sampling import _rng
+
+        self.shape = (n_boot, n_items)
+        self.rows = max(1, WHOLE_BOOT_BYTES // (8 * n_items))
+        self._start = copy.deepcopy(_rng(seed))  # a generator passed in is not advanced
+        self._whole = self._draw(copy.deepcopy(self._start), n_boot) if n_boot <= self.rows else None
+
+    def _draw(self, rng, rows: int) -> np.ndarray:
+        n = self.shape[1]
+        return rng.multinomial(n, np.full(n, 1.0 / n), size=rows).astype(float)  # (rows, n)
+
+    def __matmul__(self, x) -> np.ndarray:
+        """(n_boot,) or (n_boot, k) for x (n_items,) or (n_items, k): several vectors at once
+        cost one draw."""
+        if self._whole is not None:
+            return self._whole @ x
+        rng, out = copy.deepcopy(self._start), np.empty(self.shape[:1] + np.shape(x)[1:])
+        for lo in range(0, self.shape[0], self.rows):
+            hi = min(lo + self.rows, self.shape[0])
+            out[lo:hi] = self._draw(rng, hi - lo) @ x
+        return out
+
+
+def _weights(n_items: int, n_boot: int, seed) -> _Redraws:
+    """How often each of ``n_items`` is drawn in each of ``n_boot`` replicates; InputError for
+    a ``seed`` that is not None / an integer >= 0 / a SeedSequence or Generator."""
+    return _Redraws(n_items, n_boot, seed)
+
+
+def _numbers(name: str, values) -> np.ndarray:
+    """``values`` as a non-empty 1-D float array of finite numbers, or InputError naming ``name``."""
+    arr = None if values is None or isinstance(values, (str, bytes, dict)) else np.asarray(values)
+    if arr is None or arr.dtype.kind not in "iuf" or arr.ndim != 1 or not len(arr):
+        raise InputError(f"{name} must be a non-empty 1-D sequence of numbers, got {values!r:.60}",
+                         value=type(values).__name__)
+    arr = arr.astype(float)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{name}[{i}] is {arr[i]}: every value must be a finite number", value=float(arr[i]))
+    return arr
+
+
+def _ratio_inputs(numer, denom, weights) -> tuple:
+    """Checked (numer, denom): same length, finite, every denominator > 0 (so no replicate
+    divides by 0); ``weights`` None or of shape (n_boot, n)."""
+    numer, denom = _numbers("numer", numer), _numbers("denom", denom)
+    if len(numer) != len(denom):
+        raise InputError(f"numer and denom must have the same length, got {len(numer)} and {len(denom)}",
+                         value=len(numer), limit=len(denom))
+    if (denom <= 0).any():
+        i = int(np.flatnonzero(denom <= 0)[0])
+        raise InputError(f"denom[{i}] is {denom[i]}: every denominator must be > 0", value=float(denom[i]), limit=0)
+    if weights is not None and (np.ndim(weights) != 2 or np.shape(weights)[1] != len(numer)):
+        raise InputError(f"weights must have shape (n_boot, {len(numer)}), got {np.shape(weights)}",
+                         value=np.shape(weights), limit=len(numer))
+    return numer, denom
 
 
 def bootstrap_ratio(numer, denom, n_boot: int = 1000, seed=None, confidence: float = 0.95,
                     weights: np.ndarray | None = None) -> tuple[float, float, float]:
     """(sum numer / sum denom, low, high): percentile bootstrap interval over the items.
+
+    Parameters
+    ----------
+    numer, denom : sequence of float
+        One finite number per item, the same length (>= 1); every denominator > 0.
+    n_boot : int
+        Replicates, in [``MIN_BOOT``, ``MAX_BOOT``] (memory stays bounded: past
+        ``WHOLE_BOOT_BYTES`` the redraw counts are drawn in row chunks).
+    seed : int, optional
+        None or an integer >= 0.
+    confidence : float
+        In (0, 1).
+    weights : numpy.ndarray, optional
+        (n_boot, items) redraw counts to use instead of drawing them.
+
+    Raises
+    ------
+    InputError
+        For any input outside the above, naming the value and the limit.
 
     Examples
     --------
@@ -66,22 +153,31 @@ def bootstrap_ratio(numer, denom, n_boot: int = 1000, seed=None, confidence: flo
     >>> est, low <= est <= high
     (1.8, True)
     """
-    numer, denom = np.asarray(numer, dtype=float), np.asarray(denom, dtype=float)
+    numer, denom = _ratio_inputs(numer, denom, weights)
     n_boot, confidence = _check(n_boot, confidence)
     w = _weights(len(numer), n_boot, seed) if weights is None else weights
-    with np.errstate(invalid="ignore", divide="ignore"):
-        reps = (w @ numer) / (w @ denom)  # (n_boot,)
+    sums = w @ np.column_stack([numer, denom])  # (n_boot, 2): one pass over the redraws
+    reps = sums[:, 0] / sums[:, 1]  # every denominator > 0, every row sums to n
     tail = (1 - confidence) / 2
     low, high = np.quantile(reps, [tail, 1 - tail])
     return float(numer.sum() / denom.sum()), float(low), float(high)
 
 
-def _per_sentence(model, texts, tokenizer, bos, eos, stride, bos_per_window) -> tuple:
-    """(nll nats, tokens, bytes) per sentence, each (n,)."""
+def _per_sentence(name, model, texts, tokenizer, bos, eos, stride, bos_per_window) -> tuple:
+    """(nll nats, tokens, bytes) per sentence, each (n,); InputError when ``model`` gives a
+    token probability 0 (its perplexity would be infinite, its interval undefined)."""
     from .scoring import score, summarize
 
-    seq = summarize(score(model, texts, tokenizer=tokenizer, bos=bos, eos=eos, distribution=False,
-                          stride=stride, bos_per_window=bos_per_window))
+    df = score(model, texts, tokenizer=tokenizer, bos=bos, eos=eos, distribution=False,
+               stride=stride, bos_per_window=bos_per_window)
+    zero = np.isneginf(df["logprob"].to_numpy(dtype=float))
+    if zero.any():
+        row = df.iloc[int(np.flatnonzero(zero)[0])]
+        raise InputError(f"model {name!r} assigns probability 0 to token {row.token!r} (text {row.seq}, "
+                         f"position {row.position}) of the texts: its perplexity is infinite and has no "
+                         "interval; use a smoothed model (e.g. sp.ngram.KneserNey) or drop the text",
+                         model=name, seq=int(row.seq), position=int(row.position), token=row.token)
+    seq = summarize(df)
     return (-seq["logprob"].to_numpy(dtype=float), seq["n_tokens"].to_numpy(dtype=float),
             seq["n_bytes"].to_numpy(dtype=float))
 
@@ -96,13 +192,15 @@ def compare(models, texts, tokenizer=None, n_boot: int = 1000, seed=None, confid
     ----------
     models : LanguageModel or dict of name -> LanguageModel
     texts : list of str
-        The sentences (the unit the bootstrap redraws); at least 2.
+        The sentences (the unit the bootstrap redraws); at least 2. A dict, bytes or None is
+        refused (docs/text-policy.md).
     tokenizer, bos, eos, stride, bos_per_window
         As in :func:`seqprob.score`.
     n_boot : int
-        Bootstrap replicates, >= 100.
+        Bootstrap replicates, in [``MIN_BOOT`` = 100, ``MAX_BOOT`` = 10**6], and the (n_boot, texts)
+        float64 matrix of redraws at most ``MAX_BOOT_BYTES`` (2 GiB).
     seed : int, optional
-        Seed of the redraws (the same redraws for every model).
+        Seed of the redraws (the same redraws for every model): None or an integer >= 0.
     confidence : float
         Level of the intervals (0.95).
 
@@ -111,6 +209,13 @@ def compare(models, texts, tokenizer=None, n_boot: int = 1000, seed=None, confid
     Comparison
         ``.models`` and ``.pairs`` DataFrames. Pairs compare bits per token when both models
         tokenize every sentence into the same number of tokens, else bits per byte.
+
+    Raises
+    ------
+    InputError
+        Bad ``n_boot``, ``confidence``, ``seed`` or texts, or a model that gives some token of the
+        texts probability 0 (named: an unsmoothed model such as ``MLE``), whose perplexity is
+        infinite and has no interval.
 
     Notes
     -----
@@ -133,16 +238,17 @@ def compare(models, texts, tokenizer=None, n_boot: int = 1000, seed=None, confid
     import pandas as pd
 
     from .scoring import _as_models
+    from .tokenizers.base import iter_texts
 
     models = _as_models(models)
     n_boot, confidence = _check(n_boot, confidence)
-    texts = [texts] if isinstance(texts, str) else list(texts)
+    texts = [texts] if isinstance(texts, str) else list(iter_texts(texts, "texts"))
     if len(texts) < 2:
         raise InputError(f"the bootstrap redraws sentences: give at least 2 texts, got {len(texts)}",
                          value=len(texts), limit=2)
-    stats = {name: _per_sentence(m, texts, tokenizer, bos, eos, stride, bos_per_window)
+    weights = _weights(len(texts), n_boot, seed)  # checks the seed before any scoring
+    stats = {name: _per_sentence(name, m, texts, tokenizer, bos, eos, stride, bos_per_window)
              for name, m in models.items()}
-    weights = _weights(len(texts), n_boot, seed)
     rows = [_model_row(name, *s, weights, n_boot, confidence) for name, s in stats.items()]
     pairs = [_pair_row(a, b, stats[a], stats[b], weights, confidence)
              for a, b in itertools.combinations(stats, 2)]
@@ -155,7 +261,7 @@ def _model_row(name, nll, tokens, nbytes, weights, n_boot, confidence) -> dict:
     bpb = bootstrap_ratio(nll / LN2, nbytes, n_boot, confidence=confidence, weights=weights)
     row = {"model": name, "n_sentences": len(nll), "n_tokens": int(tokens.sum()), "n_bytes": int(nbytes.sum())}
     for key, value in zip(("perplexity", "perplexity_low", "perplexity_high"), bpt):
-        row[key] = 2.0 ** value if math.isfinite(value) else math.inf
+        row[key] = 2.0 ** value if value < 1024 else math.inf  # past float64's range
     row.update(zip(("bits_per_token", "bits_per_token_low", "bits_per_token_high"), bpt))
     row.update(zip(("bits_per_byte", "bits_per_byte_low", "bits_per_byte_high"), bpb))
     return row
@@ -165,9 +271,9 @@ def _pair_row(a, b, sa, sb, weights, confidence) -> dict:
     same_tokens = np.array_equal(sa[1], sb[1])
     metric = "bits_per_token" if same_tokens else "bits_per_byte"
     den_a, den_b = (sa[1], sb[1]) if same_tokens else (sa[2], sb[2])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        reps = (weights @ (sa[0] / LN2)) / (weights @ den_a) - (weights @ (sb[0] / LN2)) / (weights @ den_b)
-        point = sa[0].sum() / LN2 / den_a.sum() - sb[0].sum() / LN2 / den_b.sum()
+    sums = weights @ np.column_stack([sa[0] / LN2, den_a, sb[0] / LN2, den_b])  # (n_boot, 4)
+    reps = sums[:, 0] / sums[:, 1] - sums[:, 2] / sums[:, 3]
+    point = sa[0].sum() / LN2 / den_a.sum() - sb[0].sum() / LN2 / den_b.sum()
     tail = (1 - confidence) / 2
     low, high = np.quantile(reps, [tail, 1 - tail])
     R = len(reps)

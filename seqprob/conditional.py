@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 
+from ._io import check_text
 from .errors import ContextLengthError, InputError
 from .scoring import _model_tokenizer, encode_for_model
 from .windows import context_size
@@ -37,10 +38,8 @@ def encode_with_context(model, text: str, context: str, sep: str, tokenizer, bos
     ``n_context`` counts the tokens wholly in the context (their rows are not scored);
     ``straddle`` (T,) marks the token that spans the join.
     """
-    for value, what in ((text, "text"), (context, "context")):
-        if not isinstance(value, str):
-            raise InputError(f"conditional scores take a str {what}, got {type(value).__name__}",
-                             value=type(value).__name__)
+    check_text(text, "text")
+    check_text(context, "context")
     tok = _model_tokenizer(model, tokenizer)
     if tok is None:
         raise InputError("scoring with a context needs a tokenizer: pass tokenizer=...")
@@ -83,7 +82,8 @@ def conditional_logprob(model, context: str, continuation: str, tokenizer=None, 
     ----------
     model : LanguageModel
     context, continuation : str
-        Joined as ``context + sep + continuation`` and tokenized as a whole.
+        Joined as ``context + sep + continuation`` and tokenized as a whole. A non-str or a lone
+        surrogate is an :class:`InputError` (docs/text-policy.md).
     tokenizer : Tokenizer, optional
         Defaults to ``model.tokenizer``.
     eos : bool
@@ -111,6 +111,8 @@ def conditional_logprob(model, context: str, continuation: str, tokenizer=None, 
     >>> bool(abs(a - b) < 1e-12)
     True
     """
+    check_text(context, "context")
+    check_text(continuation, "continuation")
     if level not in ("word", "token"):
         raise InputError(f"level must be 'word' or 'token', got {level!r}", value=level)
     if level == "word":

@@ -67,14 +67,19 @@ def _as_models(models) -> dict:
     return models
 
 
-def _as_items(texts_or_ids) -> list:
+def _as_items(texts_or_ids, what: str = "texts_or_ids") -> list:
+    if isinstance(texts_or_ids, (dict, bytes, bytearray, memoryview)):  # the text policy
+        kind = type(texts_or_ids).__name__
+        raise InputError(f"{what} must be a str, a list of str or a list of id sequences, got a {kind}"
+                         + (" (its keys are not iterated as texts)" if kind == "dict" else ": decode it first"),
+                         value=kind)
     if isinstance(texts_or_ids, str) or (isinstance(texts_or_ids, np.ndarray) and texts_or_ids.ndim == 1):
         return [texts_or_ids]
     try:
         items = list(texts_or_ids)
     except TypeError:
-        raise InputError("texts_or_ids must be a str, a list of str or a list of id sequences, "
-                         f"got {type(texts_or_ids).__name__}") from None
+        raise InputError(f"{what} must be a str, a list of str or a list of id sequences, "
+                         f"got {type(texts_or_ids).__name__}", value=type(texts_or_ids).__name__) from None
     if items and all(isinstance(x, (int, np.integer)) for x in items):
         return [items]  # one sequence of ids
     if not items:
@@ -176,7 +181,8 @@ def _row_stats(rows: np.ndarray, targets: np.ndarray):
     for i in range(0, B * T, step):
         r = flat[i:i + step].astype(np.float64)  # (n, V)
         lp[i:i + step] = r[np.arange(len(r)), tgt[i:i + step]]
-        ent[i:i + step] = _entropy(r, check_normalized=False) / LN2
+        with np.errstate(over="ignore", invalid="ignore"):  # a bad row: lp is refused after this
+            ent[i:i + step] = _entropy(r, check_normalized=False) / LN2
         rank[i:i + step] = 1 + (r > lp[i:i + step, None]).sum(axis=-1)
     return lp.reshape(B, T), ent.reshape(B, T), rank.reshape(B, T)
 
@@ -307,8 +313,20 @@ def score(models, texts_or_ids, tokenizer=None, bos: bool = True, eos: bool = Tr
     return df
 
 
+def check_any_stride(model, stride) -> None:
+    """For a model without a finite context (an n-gram model), where ``stride`` is ignored:
+    :class:`InputError` unless it is None or an integer >= 1 (a model with a context checks
+    ``stride`` against it in :func:`seqprob.windows.check_stride`)."""
+    from .checks import check_int
+    from .windows import context_size
+
+    if stride is not None and context_size(model) is None:
+        check_int("stride", stride, low=1)
+
+
 def _score_windowed(model, encoded: list, with_distribution: bool, stride, bos_per_window: bool) -> list:
     """:func:`_score_model`, with sliding windows (:mod:`seqprob.windows`) when asked for."""
+    check_any_stride(model, stride)
     if stride is None and not bos_per_window:
         return _score_model(model, encoded, with_distribution)
     from .windows import score_all
@@ -390,6 +408,12 @@ def summarize(df, by: str = "seq"):
                          f"without columns {sorted(missing)}", missing=sorted(missing))
     if by not in ("seq", "model"):
         raise InputError(f"by must be 'seq' or 'model', got {by!r}", value=by)
+    lp = df["logprob"].to_numpy(dtype=float)
+    bad = np.isnan(lp) | np.isposinf(lp)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(f"summarize() got log-probability {lp[row]} in row {row}: a log-probability "
+                         "must be a number (-inf for probability 0)", value=float(lp[row]), row=row)
     texts = df.attrs.get("texts") or []
     chars = pd.Series([np.nan if t is None else len(t) for t in texts], dtype=float)
     nbytes = pd.Series([np.nan if t is None else len(t.encode("utf-8")) for t in texts], dtype=float)
@@ -520,7 +544,7 @@ def evaluate(model, lines, tokenizer=None, bos: bool = True, eos: bool = True,
             and tokenizer in (None, model_tokenizer(model))):
         sums = model.corpus_sums(_stream_lines(lines), eos)  # n-gram models: streamed, vectorized
         if sums is not None:
-            return _evaluation(model, sums, eos)
+            return _evaluation(model, _check_sums(model, sums), eos)
     texts = _corpus_lines(lines)
     kept = [t for t in texts if t]
     if not kept:
@@ -529,6 +553,24 @@ def evaluate(model, lines, tokenizer=None, bos: bool = True, eos: bool = True,
     encoded = [encode_for_model(model, t, tokenizer, bos, eos) for t in kept]
     results = _score_windowed(model, encoded, False, stride, bos_per_window)
     return _figures(encoded, results, eos, len(texts) - len(kept))
+
+
+def _check_sums(model, sums: dict) -> dict:
+    """``sums`` of ``model.corpus_sums`` itself, or :class:`InputError` when they show a
+    log-probability that is NaN, +inf or (for a normalized model) above 0 (tolerance
+    ``_MAX_LOGPROB``): per token through ``sums["max_logprob"]`` when the scorer reports it,
+    else through the total, which cannot exceed the tolerance times the number of tokens."""
+    limit = _MAX_LOGPROB if getattr(model, "normalized", True) else np.inf
+    total, n_tok, top = sums["logprob"], sums["n_tokens"], sums.get("max_logprob")
+    if top is not None and (math.isnan(top) or top > limit):
+        what = f"a token log-probability of {top}"
+    elif math.isnan(total) or total == math.inf or total > limit * max(n_tok, 1):
+        what, top = f"a total log-probability of {total} over {n_tok} tokens", total
+    else:
+        return sums
+    raise InputError(f"{type(model).__name__} gave {what}: a log-probability must be a number <= 0 "
+                     f"(tolerance {_MAX_LOGPROB}); is the model (e.g. an ARPA back-off) corrupt?",
+                     value=float(top), limit=_MAX_LOGPROB)
 
 
 def _corpus_lines(lines) -> list:

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._io import check_text
 from .errors import InputError, TokenizerError
 from .functional import LN2, LN10, logsumexp
-from .scoring import _as_items, _as_models, _model_tokenizer, encode_for_model
+from .scoring import _as_items, _as_models, _model_tokenizer, check_any_stride, encode_for_model
 from .windows import window_logprobs
 
 __all__ = ["word_scores", "WordAlignmentError", "word_start_mask", "token_byte_spans"]
@@ -162,6 +163,8 @@ def word_scores(models, texts, tokenizer=None, words="whitespace", eos: bool = T
     ----------
     models : LanguageModel or dict of name -> LanguageModel
     texts : str or list of str
+        Checked by the text policy (docs/text-policy.md): a dict, bytes, a non-str item or a
+        lone surrogate is an :class:`InputError`.
     tokenizer : Tokenizer, optional
         Defaults to each model's ``.tokenizer``. Its :attr:`~seqprob.Tokenizer.word_boundary`
         chooses the correction (``"leading_space"``) or the plain sum (any other value).
@@ -201,10 +204,12 @@ def word_scores(models, texts, tokenizer=None, words="whitespace", eos: bool = T
     """
     import pandas as pd
 
-    models, items = _as_models(models), _as_items(texts)
+    models, items = _as_models(models), _as_items(texts, "texts")
+    items = [check_text(item, f"texts[{i}]") for i, item in enumerate(items)]
     contexts = _contexts(context, len(items))
     frames = []
     for name, model in models.items():
+        check_any_stride(model, stride)
         tok = _model_tokenizer(model, tokenizer)
         if tok is None:
             raise InputError("word_scores needs a tokenizer: pass tokenizer=... or use a model with .tokenizer")
@@ -215,9 +220,13 @@ def word_scores(models, texts, tokenizer=None, words="whitespace", eos: bool = T
 
 
 def _contexts(context, n: int) -> list:
+    """One context (None or a checked str) per text."""
     if context is None or isinstance(context, str):
-        return [context] * n
-    context = list(context)
+        return [None if context is None else check_text(context, "context")] * n
+    if isinstance(context, (dict, bytes, bytearray, memoryview)) or not hasattr(context, "__iter__"):
+        raise InputError(f"context must be a str or a list of str, got {type(context).__name__}",
+                         value=type(context).__name__)
+    context = [check_text(c, f"context[{i}]") for i, c in enumerate(context)]
     if len(context) != n:
         raise InputError(f"context has {len(context)} items for {n} texts", value=len(context), limit=n)
     return context
@@ -226,8 +235,6 @@ def _contexts(context, n: int) -> list:
 def _score_text(name, model, tok, text, context, sep, words, eos, boundary, stride, seq):
     import pandas as pd
 
-    if not isinstance(text, str):
-        raise InputError(f"word_scores takes texts, got {type(text).__name__}", value=type(text).__name__)
     full = text if not context else context + sep + text
     first_byte = len(full.encode("utf-8")) - len(text.encode("utf-8"))
     ids = tok.encode(full)

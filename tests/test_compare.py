@@ -1,12 +1,17 @@
 """compare: bootstrap intervals (coverage checked on P*), paired differences, bad input."""
 import math
+import sys
 
 import numpy as np
+import pandas as pd
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import seqprob as sp
 from seqprob.compare import bootstrap_ratio
 from seqprob.errors import InputError
+
+from budget import examples
 
 
 @pytest.fixture(scope="module")
@@ -57,3 +62,104 @@ def test_bad_input(truth):
         sp.compare(truth, ["the cat sat"], n_boot=100)
     with pytest.raises(InputError, match="confidence"):
         sp.compare(truth, truth.sample(5, seed=0), confidence=1.5)
+
+
+C = ["a b c", "b c a", "c a b"]
+
+
+@pytest.fixture(scope="module")
+def kn():
+    return sp.ngram.KneserNey(order=2, discount=0.5).fit(C)
+
+
+def test_n_boot_has_limits(kn):
+    from seqprob.compare import MAX_BOOT
+
+    with pytest.raises(InputError, match=f"n_boot must be an integer <= {MAX_BOOT}, got {10**12}"):
+        sp.compare(kn, ["a b", "b c"], n_boot=10 ** 12)
+    with pytest.raises(InputError, match="n_boot must be an integer <= "):
+        bootstrap_ratio([1.0, 2.0], [1.0, 1.0], n_boot=MAX_BOOT + 1)
+
+
+@pytest.mark.parametrize("rows", [1, 7, 64, 1000])
+def test_redraws_in_chunks_equal_the_whole_matrix(monkeypatch, rows):
+    """Past WHOLE_BOOT_BYTES the redraw counts are drawn again in row chunks for each product:
+    the same counts as one whole draw, so the same intervals, in bounded memory."""
+    C = sys.modules["seqprob.compare"]  # seqprob.compare is also the function
+
+    x = np.random.default_rng(1).random(50)
+    whole = C._weights(50, 300, seed=4)
+    assert whole._whole is not None
+    monkeypatch.setattr(C, "WHOLE_BOOT_BYTES", rows * 8 * 50)
+    chunked = C._weights(50, 300, seed=4)
+    assert chunked._whole is None or rows >= 300
+    for j in range(0, 50, 7):  # a one-hot product reads a column of counts exactly
+        np.testing.assert_array_equal(chunked @ np.eye(50)[j], whole._whole[:, j])
+    np.testing.assert_allclose(chunked @ x, whole @ x, rtol=1e-13)  # BLAS may sum other blocks
+    np.testing.assert_array_equal(chunked @ x, chunked @ x)  # the same counts every time
+    assert bootstrap_ratio(x, x + 1, n_boot=300, seed=4) == pytest.approx(
+        bootstrap_ratio(x, x + 1, n_boot=300, seed=4, weights=whole._whole), rel=1e-13)
+
+
+def test_compare_is_the_same_with_chunked_redraws(kn, monkeypatch):
+    C = sys.modules["seqprob.compare"]  # seqprob.compare is also the function
+
+    texts = ["a b", "b c", "c a b", "a a", "b"] * 4
+    before = sp.compare(kn, texts, n_boot=200, seed=0).models
+    monkeypatch.setattr(C, "WHOLE_BOOT_BYTES", 8 * len(texts) * 3)  # 3 replicates a chunk
+    pd.testing.assert_frame_equal(sp.compare(kn, texts, n_boot=200, seed=0).models, before)
+
+
+def test_a_model_with_probability_zero_is_named_not_nan(kn):
+    mle = sp.ngram.MLE(order=2).fit(C)
+    with pytest.raises(InputError, match="model 'mle' assigns probability 0 to token 'zz' \\(text 0, position 1\\)"):
+        sp.compare({"kn": kn, "mle": mle}, ["zz", "a b"], n_boot=100, seed=0)
+    cmp = sp.compare({"kn": kn, "mle": mle}, ["a b", "b c a"], n_boot=100, seed=0)
+    assert np.isfinite(cmp.models.drop(columns="model").to_numpy(dtype=float)).all()
+    assert np.isfinite(cmp.pairs[["difference", "low", "high", "p_value"]].to_numpy(dtype=float)).all()
+
+
+@pytest.mark.parametrize("numer, denom, message", [
+    ([1, 2, 3], [1, 2], "same length, got 3 and 2"),
+    ([], [], "numer must be a non-empty 1-D sequence"),
+    (["a"], ["b"], "numer must be a non-empty 1-D sequence"),
+    (None, None, "numer must be a non-empty 1-D sequence"),
+    ([1, 2], None, "denom must be a non-empty 1-D sequence"),
+    ([[1, 2]], [[1, 2]], "numer must be a non-empty 1-D sequence"),
+    ([1, 2], [0, 0], "denom\\[0\\] is 0.0: every denominator must be > 0"),
+    ([1, 2], [1, -1], "denom\\[1\\] is -1.0"),
+    ([np.nan, 1], [1, 1], "numer\\[0\\] is nan: every value must be a finite number"),
+    ([1, 1], [1, np.inf], "denom\\[1\\] is inf"),
+])
+def test_bootstrap_ratio_bad_input(numer, denom, message):
+    with pytest.raises(InputError, match=message):
+        bootstrap_ratio(numer, denom, n_boot=100, seed=0)
+
+
+def test_bootstrap_ratio_weights_of_the_wrong_shape():
+    with pytest.raises(InputError, match="weights must have shape \\(n_boot, 2\\)"):
+        bootstrap_ratio([1.0, 2.0], [1.0, 1.0], n_boot=100, weights=np.ones((100, 3)))
+
+
+@given(st.lists(st.tuples(st.floats(0, 1e6), st.floats(1e-3, 1e6)), min_size=1, max_size=30),
+       st.integers(0, 2 ** 32))
+@settings(max_examples=examples(50), deadline=None)
+def test_bootstrap_ratio_is_finite_and_brackets_nothing_nan(pairs, seed):
+    numer, denom = map(np.array, zip(*pairs))
+    est, low, high = bootstrap_ratio(numer, denom, n_boot=100, seed=seed)
+    assert est == pytest.approx(numer.sum() / denom.sum())
+    assert all(map(math.isfinite, (est, low, high))) and low <= high
+    assert (numer / denom).min() * (1 - 1e-9) <= low and high <= (numer / denom).max() * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("texts, message", [(None, "NoneType"), ({"a b": 1, "b c": 2}, "got a dict"),
+                                            (["a b", b"b c"], "texts\\[1\\] must be a str, got bytes")])
+def test_compare_refuses_texts_that_are_not_lines(kn, texts, message):
+    with pytest.raises(InputError, match=message):
+        sp.compare(kn, texts, n_boot=100)
+
+
+@pytest.mark.parametrize("seed", ["x", -1, 1.5])
+def test_compare_seed_is_checked_like_sample(kn, seed):
+    with pytest.raises(InputError, match="seed must be None, an integer >= 0"):
+        sp.compare(kn, ["a b", "b c"], n_boot=100, seed=seed)

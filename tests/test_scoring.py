@@ -243,3 +243,82 @@ def test_unnormalized_model_perplexity_warns():
     model = StupidBackoff(order=2).fit(LINES)
     with pytest.warns(UserWarning, match="not a normalized distribution"):
         sp.perplexity(model, LINES[:2])
+
+
+def _corrupt_arpa(tmp_path, backoff: str):
+    """A fitted bigram written as ARPA with the unigram back-off of 'b' replaced by ``backoff``."""
+    model = sp.ngram.KneserNey(order=2, discount=0.5).fit(["a b c", "b c a", "c a b"])
+    path = tmp_path / "m.arpa"
+    sp.write_arpa(model, path)
+    lines = path.read_text().splitlines()
+    at = [i for i, line in enumerate(lines) if line.split("\t")[1:2] == ["b"]][0]
+    lines[at] = "\t".join(lines[at].split("\t")[:2] + [backoff])
+    path.write_text("\n".join(lines) + "\n")
+    return sp.read_arpa(path)
+
+
+@pytest.mark.parametrize("backoff", ["400", "250"])
+def test_positive_logprob_is_refused_by_every_corpus_figure(tmp_path, backoff):
+    """A corrupt back-off (valid syntax) makes P(b | b) > 1: perplexity and evaluate (the
+    streamed n-gram path and the token path) refuse it as score does, never a perplexity < 1."""
+    model = _corrupt_arpa(tmp_path, backoff)
+    for call in (lambda: sp.score(model, ["b b"]), lambda: sp.perplexity(model, ["b b"]),
+                 lambda: sp.evaluate(model, ["b b", "a b"]),
+                 lambda: sp.perplexity(model, ["b b"], stride=1)):
+        with pytest.raises(InputError, match="log-probability must be a number <= 0"):
+            call()
+    assert sp.perplexity(model, ["a b c"]) > 1  # the sentences that avoid the back-off still score
+
+
+def test_one_positive_logprob_among_many_is_refused_on_the_streamed_path(tmp_path):
+    """The streamed n-gram sums carry the largest token log-prob, so one bad token is caught
+    even where the corpus total stays negative."""
+    model = _corrupt_arpa(tmp_path, "5")  # P(b | b) = 10**(5 + log P(b)) > 1 on one token
+    lines = ["b b"] + ["a b c a b c a b c a b c"] * 200
+    assert sp.score(model, lines[1:2], distribution=False)["logprob"].sum() < 0
+    with pytest.raises(InputError, match="a token log-probability of"):
+        sp.evaluate(model, lines)
+
+
+@pytest.mark.parametrize("total", [np.nan, np.inf])
+def test_streamed_sums_with_nan_or_plus_inf_are_refused(monkeypatch, total):
+    model = sp.ngram.KneserNey(order=2, discount=0.5).fit(["a b c", "b c a"])
+    real = model.corpus_sums
+
+    def broken(lines, eos=True):
+        sums = real(lines, eos)
+        return None if sums is None else {**sums, "logprob": total}
+
+    monkeypatch.setattr(model, "corpus_sums", broken)
+    with pytest.raises(InputError, match=f"total log-probability of {total}"):
+        sp.evaluate(model, ["a b"])
+
+
+def test_summarize_refuses_nan_and_plus_inf(table):
+    df = sp.score(table, ["the cat sat"], distribution=False)
+    for bad in (np.nan, np.inf):
+        broken = df.copy()
+        broken.loc[1, "logprob"] = bad
+        with pytest.raises(InputError, match=f"log-probability {bad} in row 1"):
+            sp.summarize(broken)
+
+
+@pytest.mark.parametrize("bad", [{"the cat": 1}, b"the cat", bytearray(b"ab")])
+def test_score_refuses_a_dict_or_bytes_where_texts_are_expected(table, bad):
+    with pytest.raises(InputError, match=f"got a {type(bad).__name__}"):
+        sp.score({"t": table}, bad)
+
+
+@pytest.mark.parametrize("stride", [-1, 0, "x", 1.5, True])
+def test_bad_stride_is_refused_for_a_model_without_a_context(table, stride):
+    with pytest.raises(InputError, match="stride must be an integer >= 1"):
+        sp.score(table, ["the cat"], stride=stride)
+    with pytest.raises(InputError, match="stride must be an integer >= 1"):
+        sp.perplexity(table, ["the cat"], stride=stride)
+
+
+@given(st.integers(1, 10 ** 9))
+def test_any_positive_stride_is_ignored_by_a_model_without_a_context(stride):
+    table = sp.JointTable().fit(LINES)
+    plain = sp.score(table, ["the cat sat"], distribution=False)["logprob"]
+    assert sp.score(table, ["the cat sat"], distribution=False, stride=stride)["logprob"].equals(plain)

@@ -122,3 +122,40 @@ def test_token_spans_from_decoded_prefixes_when_pieces_are_not_surface_strings(b
     np.testing.assert_array_equal(_prefix_spans(bpe, text, ids), token_byte_spans(bpe, text, ids))
     w = word_scores(sp.UniformModel(tk.vocab), text, tokenizer=tk)
     assert w["word"].tolist() == ["the", "cat", "sat", "</s>"]
+
+
+@pytest.fixture(scope="module")
+def kn():
+    return sp.ngram.KneserNey(order=2, discount=0.5).fit(["a b c", "b c a", "c a b"])
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m: word_scores({"kn": m}, ["a \udc80"]), "texts\\[0\\] holds a lone surrogate '\\\\udc80' at character 2"),
+    (lambda m: word_scores({"kn": m}, ["a b"], context="x \ud800"), "context holds a lone surrogate"),
+    (lambda m: word_scores({"kn": m}, ["a b", "b c"], context=["x", "y \ud800"]), "context\\[1\\] holds a lone"),
+    (lambda m: word_scores({"kn": m}, ["a b"], context=5), "context must be a str or a list of str, got int"),
+    (lambda m: word_scores({"kn": m}, ["a b"], context=[b"x"]), "context\\[0\\] must be a str, got bytes"),
+    (lambda m: word_scores({"kn": m}, ["a b", 3]), "texts\\[1\\] must be a str, got int"),
+    (lambda m: word_scores({"kn": m}, {"a b": 1}), "texts must be .* got a dict"),
+    (lambda m: word_scores({"kn": m}, b"a b"), "texts must be .* got a bytes"),
+    (lambda m: sp.conditional_logprob(m, "a", "b \udc80"), "continuation holds a lone surrogate"),
+    (lambda m: sp.conditional_logprob(m, "a \ud800", "b", level="token"), "context holds a lone surrogate"),
+    (lambda m: sp.conditional_logprob(m, 3, "a"), "context must be a str, got int"),
+    (lambda m: sp.conditional_logprob(m, "a", None), "continuation must be a str, got NoneType"),
+])
+def test_text_policy_for_words_and_conditional(kn, call, message):
+    with pytest.raises(InputError, match=message):
+        call(kn)
+
+
+@pytest.mark.parametrize("stride", [-1, 0, "x", True])
+def test_bad_stride_is_refused_for_a_model_without_a_context(kn, stride):
+    with pytest.raises(InputError, match="stride must be an integer >= 1"):
+        word_scores(kn, ["a b"], stride=stride)
+
+
+@given(st.lists(st.sampled_from("abc"), min_size=1, max_size=6).map(" ".join), st.integers(1, 10 ** 6))
+@settings(max_examples=examples(20), deadline=None)
+def test_a_valid_stride_is_ignored_by_a_model_without_a_context(text, stride):
+    model = sp.ngram.KneserNey(order=2, discount=0.5).fit(["a b c", "b c a", "c a b"])
+    assert word_scores(model, [text], stride=stride)["logprob"].equals(word_scores(model, [text])["logprob"])

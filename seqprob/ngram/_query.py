@@ -95,7 +95,8 @@ def corpus_sums(model, lines, eos: bool = True) -> dict | None:
 
 def _new_sums() -> dict:
     sums = dict.fromkeys(SUM_FIELDS, 0)
-    sums.update(logprob=0.0, logprob_excl_oov=0.0, logprob_kept=0.0, zeros=[], lines_done=0)
+    sums.update(logprob=0.0, logprob_excl_oov=0.0, logprob_kept=0.0, zeros=[], lines_done=0,
+                max_logprob=-np.inf)  # the largest token log-prob: > 0 or NaN means a corrupt model
     return sums
 
 
@@ -127,12 +128,18 @@ def _block_sums(model, index, block: bytes, eos: bool) -> dict:
     return part
 
 
+def _max_nan(a: float, b: float) -> float:
+    """max(a, b), NaN if either is (Python's max would drop a NaN)."""
+    return a + b if a != a or b != b else max(a, b)
+
+
 def _merge(sums: dict, part: dict) -> None:
     for field in SUM_FIELDS:
         sums[field] += part[field]
     room = _MAX_ZEROS - len(sums["zeros"])
     sums["zeros"] += [(sums["lines_done"] + i, p, t) for i, p, t in part["zeros"][:max(room, 0)]]
     sums["lines_done"] += part["lines_done"]
+    sums["max_logprob"] = _max_nan(sums["max_logprob"], part["max_logprob"])
 
 
 def word_index(model) -> "WordIndex":
@@ -308,6 +315,7 @@ def _add_block(model, words: dict, eos: bool, sums: dict) -> None:
     sums["n_oov"] += n_oov
     sums["n_zeros"] += n_zero
     sums["logprob"] += total
+    sums["max_logprob"] = _max_nan(sums["max_logprob"], float(lp.max()))  # NaN stays NaN
     sums["logprob_excl_oov"] += excl
     sums["logprob_kept"] += kept
     sums["n_sentences"] += n
