@@ -509,6 +509,7 @@ def from_hf(path, dtype: str = "float32", tokenizer=None, cls=None):
     files = [path] if path.is_file() else _shards(folder)
     tensors, where, bf16 = _read_all(files, _SKIP[kind])
     _check_finite(tensors, bf16)
+    narrowing = any(v.dtype.itemsize > np.dtype(config.dtype).itemsize for v in tensors.values())
     special = {k: hf.get(k) for k in ("bos_token_id", "eos_token_id")}
     special = {k: v if isinstance(v, int) and 0 <= v < config.vocab_size else None for k, v in special.items()}
     model = cls(config, seed=0, _init=False, bos_id=special["bos_token_id"], eos_id=special["eos_token_id"])
@@ -519,7 +520,8 @@ def from_hf(path, dtype: str = "float32", tokenizer=None, cls=None):
     if config.tie_weights:
         params.pop("lm_head.w", None)
     model.load_params(params, strict=True)  # every parameter: nothing is left at zero
-    _check_in_range(model)
+    if narrowing:  # a float64 file into float32 (a pass over the model only then)
+        _check_in_range(model)
     if tokenizer is not None:
         model.tokenizer = tokenizer
     return model
