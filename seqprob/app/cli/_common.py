@@ -12,15 +12,24 @@ from ...errors import InputError
 FORMATS = ("table", "csv", "json")
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (``--eval-every 0`` is an error, not "the default")."""
+def _int_at_least(text: str, low: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (``--eval-every 0`` is an error, not "the default")."""
+    return _int_at_least(text, 1)
+
+
+def seed_int(text: str) -> int:
+    """argparse type: a seed, an integer >= 0 (numpy's generators refuse negative ones)."""
+    return _int_at_least(text, 0)
 
 
 def refuse_overwriting_inputs(output, *inputs) -> None:
@@ -33,16 +42,6 @@ def refuse_overwriting_inputs(output, *inputs) -> None:
             raise InputError(f"the output {str(output)!r} is the input {str(path)!r}: refusing to "
                              "overwrite it (write to another path)", path=str(output))
 
-
-def seed_int(text: str) -> int:
-    """argparse type: a seed, an integer >= 0 (numpy's generators refuse negative ones)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
-    return value
 
 
 def positive_float(text: str) -> float:
