@@ -69,7 +69,11 @@ class _Redraws:
 
         self.shape = (n_boot, n_items)
         self.rows = max(1, WHOLE_BOOT_BYTES // (8 * n_items))
-        self._start = copy.deepcopy(_rng(seed))  # a generator passed in is not advanced
+        rng = _rng(seed)
+        # a Generator passed in gives an independent child each call (and is advanced); an
+        # integer seed gives the same generator every time (reproducible)
+        given = isinstance(seed, (np.random.Generator, np.random.BitGenerator))
+        self._start = rng.spawn(1)[0] if given else copy.deepcopy(rng)
         self._whole = self._draw(copy.deepcopy(self._start), n_boot) if n_boot <= self.rows else None
 
     def _draw(self, rng, rows: int) -> np.ndarray:
@@ -97,7 +101,7 @@ def _weights(n_items: int, n_boot: int, seed) -> _Redraws:
 def _numbers(name: str, values) -> np.ndarray:
     """``values`` as a non-empty 1-D float array of finite numbers, or InputError naming ``name``."""
     arr = None if values is None or isinstance(values, (str, bytes, dict)) else np.asarray(values)
-    if arr is None or arr.dtype.kind not in "iuf" or arr.ndim != 1 or not len(arr):
+    if arr is None or arr.dtype.kind not in "biuf" or arr.ndim != 1 or not len(arr):
         raise InputError(f"{name} must be a non-empty 1-D sequence of numbers, got {values!r:.60}",
                          value=type(values).__name__)
     arr = arr.astype(float)
@@ -109,15 +113,17 @@ def _numbers(name: str, values) -> np.ndarray:
 
 
 def _ratio_inputs(numer, denom, weights) -> tuple:
-    """Checked (numer, denom): same length, finite, every denominator > 0 (so no replicate
-    divides by 0); ``weights`` None or of shape (n_boot, n)."""
+    """Checked (numer, denom): same length, finite, denominators >= 0 with a positive sum
+    (a replicate whose denominators are all 0 is refused when drawn); ``weights`` None or of
+    shape (n_boot, n)."""
     numer, denom = _numbers("numer", numer), _numbers("denom", denom)
     if len(numer) != len(denom):
         raise InputError(f"numer and denom must have the same length, got {len(numer)} and {len(denom)}",
                          value=len(numer), limit=len(denom))
-    if (denom <= 0).any():
-        i = int(np.flatnonzero(denom <= 0)[0])
-        raise InputError(f"denom[{i}] is {denom[i]}: every denominator must be > 0", value=float(denom[i]), limit=0)
+    if (denom < 0).any() or not denom.sum() > 0:
+        i = int(np.flatnonzero(denom < 0)[0]) if (denom < 0).any() else 0
+        raise InputError(f"denominators must be >= 0 with a positive sum, got denom[{i}] = {denom[i]} "
+                         f"and a sum of {denom.sum()}", value=float(denom[i]), limit=0)
     if weights is not None and (np.ndim(weights) != 2 or np.shape(weights)[1] != len(numer)):
         raise InputError(f"weights must have shape (n_boot, {len(numer)}), got {np.shape(weights)}",
                          value=np.shape(weights), limit=len(numer))
@@ -131,7 +137,8 @@ def bootstrap_ratio(numer, denom, n_boot: int = 1000, seed=None, confidence: flo
     Parameters
     ----------
     numer, denom : sequence of float
-        One finite number per item, the same length (>= 1); every denominator > 0.
+        One finite number (or bool) per item, the same length (>= 1); denominators >= 0 with
+        a positive sum (a replicate that draws only zero denominators is an InputError).
     n_boot : int
         Replicates, in [``MIN_BOOT``, ``MAX_BOOT``] (memory stays bounded: past
         ``WHOLE_BOOT_BYTES`` the redraw counts are drawn in row chunks).
@@ -157,7 +164,11 @@ def bootstrap_ratio(numer, denom, n_boot: int = 1000, seed=None, confidence: flo
     n_boot, confidence = _check(n_boot, confidence)
     w = _weights(len(numer), n_boot, seed) if weights is None else weights
     sums = w @ np.column_stack([numer, denom])  # (n_boot, 2): one pass over the redraws
-    reps = sums[:, 0] / sums[:, 1]  # every denominator > 0, every row sums to n
+    if not (sums[:, 1] > 0).all():
+        raise InputError("a bootstrap replicate drew only items whose denominator is 0: its ratio "
+                         "is undefined (too few items with a denominator > 0)",
+                         value=int((sums[:, 1] <= 0).sum()))
+    reps = sums[:, 0] / sums[:, 1]
     tail = (1 - confidence) / 2
     low, high = np.quantile(reps, [tail, 1 - tail])
     return float(numer.sum() / denom.sum()), float(low), float(high)
@@ -197,10 +208,12 @@ def compare(models, texts, tokenizer=None, n_boot: int = 1000, seed=None, confid
     tokenizer, bos, eos, stride, bos_per_window
         As in :func:`seqprob.score`.
     n_boot : int
-        Bootstrap replicates, in [``MIN_BOOT`` = 100, ``MAX_BOOT`` = 10**6], and the (n_boot, texts)
-        float64 matrix of redraws at most ``MAX_BOOT_BYTES`` (2 GiB).
+        Bootstrap replicates, in [``MIN_BOOT`` = 100, ``MAX_BOOT`` = 10**6]. Memory stays
+        bounded: an (n_boot, texts) matrix of redraw counts above ``WHOLE_BOOT_BYTES``
+        (256 MiB, twice that while drawn) is drawn again in row chunks for each product.
     seed : int, optional
-        Seed of the redraws (the same redraws for every model): None or an integer >= 0.
+        Seed of the redraws (the same redraws for every model): None or an integer >= 0, or a
+        ``numpy.random.Generator``, which gives an independent child each call.
     confidence : float
         Level of the intervals (0.95).
 

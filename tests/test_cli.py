@@ -126,6 +126,20 @@ def test_no_command_overwrites_its_own_input(tmp_path, capsys):
     assert {p: p.read_bytes() for p in (corpus, arpa)} == before
 
 
+def test_ppl_ci_with_a_zero_probability_token_still_prints_the_figures(tmp_path, capsys):
+    """compare() refuses a model with P = 0 on some token; ppl --ci says the interval does not
+    exist and prints every other figure (exit 0)."""
+    train, test = tmp_path / "train.txt", tmp_path / "test.txt"
+    train.write_text("a b c\nb c a\n")
+    test.write_text("a b\nc b\n")
+    assert main(["ngram", "fit", str(train), "-o", str(tmp_path / "mle.arpa"), "--order", "2",
+                 "--smoothing", "mle"]) == 0
+    capsys.readouterr()
+    assert main(["ppl", "--model", str(tmp_path / "mle.arpa"), str(test), "--ci", "--format", "csv"]) == 0
+    out = capsys.readouterr().out
+    assert "bootstrap intervals,none: a token has P = 0" in out and "ppl (SRILM)" in out
+
+
 def test_python_dash_m_entry_point():
     proc = subprocess.run([sys.executable, "-m", "seqprob", "score", "the cat", "--model", ARPA,
                            "--format", "csv"], capture_output=True, text=True, timeout=120)

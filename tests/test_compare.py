@@ -126,14 +126,36 @@ def test_a_model_with_probability_zero_is_named_not_nan(kn):
     (None, None, "numer must be a non-empty 1-D sequence"),
     ([1, 2], None, "denom must be a non-empty 1-D sequence"),
     ([[1, 2]], [[1, 2]], "numer must be a non-empty 1-D sequence"),
-    ([1, 2], [0, 0], "denom\\[0\\] is 0.0: every denominator must be > 0"),
-    ([1, 2], [1, -1], "denom\\[1\\] is -1.0"),
+    ([1, 2], [0, 0], "denominators must be >= 0 with a positive sum, got denom\\[0\\] = 0.0 and a sum of 0.0"),
+    ([1, 2], [1, -1], "got denom\\[1\\] = -1.0"),
     ([np.nan, 1], [1, 1], "numer\\[0\\] is nan: every value must be a finite number"),
     ([1, 1], [1, np.inf], "denom\\[1\\] is inf"),
 ])
 def test_bootstrap_ratio_bad_input(numer, denom, message):
     with pytest.raises(InputError, match=message):
         bootstrap_ratio(numer, denom, n_boot=100, seed=0)
+
+
+def test_bootstrap_ratio_takes_bools_and_zero_denominators():
+    """A 0/1 mask of correct answers over items, and items with a denominator 0, are fine as
+    long as no replicate draws only zero denominators (then the ratio is undefined: refused)."""
+    rng = np.random.default_rng(0)
+    correct = rng.random(200) < 0.7
+    est, low, high = bootstrap_ratio(correct, np.ones(200), n_boot=300, seed=0)
+    assert est == correct.mean() and low <= est <= high
+    denom = np.where(np.arange(200) % 5 == 0, 0.0, 1.0)
+    est, low, high = bootstrap_ratio(correct * denom, denom, n_boot=300, seed=0)
+    assert low <= est <= high
+    with pytest.raises(InputError, match="drew only items whose denominator is 0"):
+        bootstrap_ratio([1.0, 0.0], [1.0, 0.0], n_boot=300, seed=0)  # [item 2, item 2] happens
+
+
+def test_a_generator_seed_gives_independent_replicates_each_call():
+    x = np.random.default_rng(1).random(40)
+    g = np.random.default_rng(7)
+    first, second = (bootstrap_ratio(x, x + 1, n_boot=200, seed=g) for _ in range(2))
+    assert first[1:] != second[1:]  # the generator moved on
+    assert bootstrap_ratio(x, x + 1, n_boot=200, seed=7) == bootstrap_ratio(x, x + 1, n_boot=200, seed=7)
 
 
 def test_bootstrap_ratio_weights_of_the_wrong_shape():

@@ -112,12 +112,13 @@ def copy_into(dest: np.ndarray, value: np.ndarray, rows: int = 64) -> None:
 
 
 def copy_checked(dest: np.ndarray, value: np.ndarray, name: str) -> None:
-    """:func:`copy_into`, then refuse a value that did not fit ``dest``'s dtype: a float64
-    1e300 becomes inf in float32 (the file's values were checked finite before the cast)."""
-    copy_into(dest, value)
+    """:func:`copy_into`, refusing first (``dest`` untouched) a value that would not fit
+    ``dest``'s dtype: a float64 1e300 becomes inf in float32."""
     narrowed = np.dtype(getattr(value, "dtype", dest.dtype)).itemsize > dest.dtype.itemsize
-    if narrowed and dest.size and not (math.isfinite(dest.min()) and math.isfinite(dest.max())):
-        limit = float(np.finfo(dest.dtype).max)
+    limit = float(np.finfo(dest.dtype).max)
+    if not narrowed or not np.size(value) or np.abs(value).max() <= limit:
+        copy_into(dest, value)
+    else:
         raise CheckpointError(f"parameter {name!r} holds values beyond the range of {dest.dtype} "
                               f"(|x| <= {limit:.4g}): {np.asarray(value).dtype} values do not fit",
                               name=name, limit=limit)

@@ -181,7 +181,8 @@ class ProbeIndex:
             return lookup_keys(self.keys, np.asarray(queries, dtype=np.int64))
         hit, rec = self.probe(queries)
         rows = np.where(hit, rec[:, ROW], -1)
-        self._check_range(rows + 1, len(self.records), "a record's row")  # -1 (a miss) included
+        if self.source is not None:  # read from a file: rows are record positions there
+            self._check_range(rows + 1, len(self.records), "a record's row")  # -1 (a miss) included
         return rows
 
     def _check_range(self, values: np.ndarray, limit: int, what: str) -> None:

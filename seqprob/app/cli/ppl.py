@@ -1,6 +1,8 @@
 """``seqprob ppl``: corpus perplexity with KenLM's and SRILM's conventions."""
 from __future__ import annotations
 
+import math
+
 from ._common import (add_format_option, add_model_options, add_window_options, load_model, load_tokenizer_arg,
                       print_document, print_frame, seed_int, warn_unknown)
 
@@ -45,7 +47,9 @@ def run(args) -> int:
             ("log10 total", ev.log10prob), ("perplexity including OOVs (KenLM)", ev.perplexity),
             ("perplexity excluding OOVs (KenLM)", ev.perplexity_excl_oov),
             ("ppl (SRILM)", ev.ppl), ("ppl1 (SRILM)", ev.ppl1), ("bits per token", ev.bits_per_token)]
-    if args.ci:
+    if args.ci and not math.isfinite(ev.log10prob):  # compare() refuses: no interval exists
+        rows.append(("bootstrap intervals", "none: a token has P = 0"))
+    elif args.ci:
         rows += _interval_rows(model, [t for t in lines if t], tok, args)
     if ev.n_skipped_empty:  # KenLM's query would score each as a sentence of just </s>
         rows.append(("blank lines skipped", ev.n_skipped_empty))
