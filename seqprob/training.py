@@ -250,6 +250,7 @@ class _Run:
                 log.info("no checkpoint in %s yet: starting fresh", self.checkpoint)
                 return
             resume = self.checkpoint
+        _peek_training_state(resume)  # refused before the weights are written into the model
         ckpt = load_checkpoint(resume, model=self.model)
         if ckpt.optimizer_state is None or not ckpt.extra or "rng" not in ckpt.extra:
             raise InputError(f"checkpoint {str(resume)!r} has no optimizer/training state to resume "
@@ -383,3 +384,17 @@ def _rng_state(state, path) -> dict:
         raise CheckpointError(f"training state of {str(path)!r}: 'rng' is not a PCG64 generator "
                               f"state ({exc})", path=str(path), field="rng") from None
     return state
+
+
+def _peek_training_state(path) -> None:
+    """Check a checkpoint's training.json before anything is loaded from it (an unreadable or
+    missing one is left to :func:`~seqprob.gpt.checkpoint.load_checkpoint` to report)."""
+    import json
+
+    try:
+        extra = json.loads((Path(path) / "training.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return
+    if isinstance(extra, dict) and "rng" in extra:
+        _training_state(extra, path)
+        _rng_state(extra["rng"], path)

@@ -144,9 +144,24 @@ def test_float64_weights_beyond_the_float32_range_are_refused(saved):
 
 
 def test_load_params_refuses_values_that_overflow_the_model_dtype():
+    """Every array is checked before any is copied: a refused load leaves the model as it was."""
     model = GPT(CFG)
+    before = model.flat_params_.copy()
+    new = {name: np.ones_like(value) for name, value in model.params.items()}
+    new["wte"] = np.full(model.params["wte"].shape, -1e39)
     with pytest.raises(CheckpointError, match="'wte' holds values beyond the range of float32"):
-        model.load_params({"wte": np.full(model.params["wte"].shape, -1e39)}, strict=False)
+        model.load_params(new)
+    np.testing.assert_array_equal(model.flat_params_, before)
+
+
+def test_a_refused_checkpoint_leaves_the_model_it_was_loaded_into_as_it_was(saved):
+    rewrite_tensors(saved, "model", lambda t: {k: (np.full(v.shape, 1e300) if k == "ln_f.g" else v + 1)
+                                               for k, v in t.items()})
+    model = GPT(CFG, seed=9)
+    before = model.flat_params_.copy()
+    with pytest.raises(CheckpointError, match="'ln_f.g'"):
+        ck.load_checkpoint(saved, model=model)
+    np.testing.assert_array_equal(model.flat_params_, before)
 
 
 @pytest.mark.parametrize("name", ["x" * 300, "a\0b"])

@@ -110,8 +110,12 @@ def test_a_tampered_training_checkpoint_is_refused_by_field(tmp_path, name, key,
     from seqprob.errors import CheckpointError
     train(GPT(CFG), STREAM, steps=3, checkpoint=tmp_path / "ck", **kw())
     _tamper(tmp_path / "ck", name, lambda d: d.__setitem__(key, value))
+    model = GPT(CFG, seed=5)
+    before = model.flat_params_.copy()
     with pytest.raises(CheckpointError, match=field):
-        train(GPT(CFG), STREAM, steps=6, checkpoint=tmp_path / "ck", resume=True, **kw())
+        train(model, STREAM, steps=6, checkpoint=tmp_path / "ck", resume=True, **kw())
+    if name == "training.json":  # checked before the weights are loaded into the model
+        np.testing.assert_array_equal(model.flat_params_, before)
 
 
 def test_negative_or_nan_second_moments_are_refused(tmp_path):

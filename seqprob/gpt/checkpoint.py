@@ -35,7 +35,7 @@ import numpy as np
 from .._io import atomic_write, make_temp_dir, raise_write_error, resolve_inside
 from .._schema import MAX_JSON_BYTES
 from ..errors import CheckpointError, FileFormatError, InputError, SeqProbError, SeqProbFileError
-from .params import copy_checked
+from .params import check_fits, copy_into
 
 __all__ = ["save_checkpoint", "load_checkpoint", "check_replaceable", "Checkpoint", "FORMAT",
            "FORMAT_VERSION"]
@@ -447,14 +447,16 @@ def _load_weights(model, weights: dict, path: Path) -> None:
         raise CheckpointError(f"checkpoint {str(path)!r} does not match the config: missing "
                               f"parameters {missing[:5]}, unexpected {unexpected[:5]}",
                               missing=missing, unexpected=unexpected)
-    for name, value in weights.items():
+    for name, value in weights.items():  # all checked before any is copied into the model
         if value.shape != params[name].shape:
             raise CheckpointError(f"parameter {name!r} has shape {value.shape} in the checkpoint, "
                                   f"the config needs {params[name].shape}", name=name)
         if not np.issubdtype(value.dtype, np.floating) or not np.isfinite(value).all():
             raise CheckpointError(f"parameter {name!r} in the checkpoint is not finite floats "
                                   f"(dtype {value.dtype})", name=name)
-        copy_checked(params[name], value, name)
+        check_fits(params[name], value, name)
+    for name, value in weights.items():
+        copy_into(params[name], value)
 
 
 # ------------------------------------------------ this family joins the model registry

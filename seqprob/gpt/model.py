@@ -22,8 +22,8 @@ from . import backward, decode, stages
 from .block import block_forward, make_workspace, norm_forward
 from .config import GPTConfig
 from .decode import GPTState
-from .params import (FlatParams, block_shapes, column_major_names, copy_checked, decay_names, init_params,
-                     param_shapes)
+from .params import (FlatParams, block_shapes, check_fits, column_major_names, copy_into, decay_names,
+                     init_params, param_shapes)
 from .rope import rope_tables
 
 __all__ = ["GPT", "GPTState", "ActivationCache"]
@@ -171,6 +171,7 @@ class GPT(BaseLanguageModel):
         if strict and (missing or extra):
             raise CheckpointError(f"parameter names do not match the config: missing {missing[:5]}, "
                                   f"unexpected {extra[:5]}", missing=missing, unexpected=extra)
+        pending = []  # every array is checked before any is copied: a refusal changes nothing
         for name, value in arrays.items():
             if name not in self.params or value is self.params[name]:  # already in place (from_hf)
                 continue
@@ -178,7 +179,10 @@ class GPT(BaseLanguageModel):
             if value.shape != self.params[name].shape:
                 raise CheckpointError(f"parameter {name!r} has shape {value.shape}, the config "
                                       f"needs {self.params[name].shape}", name=name)
-            copy_checked(self.params[name], value, name)
+            check_fits(self.params[name], value, name)
+            pending.append((name, value))
+        for name, value in pending:
+            copy_into(self.params[name], value)
         return self
 
     @classmethod

@@ -42,7 +42,7 @@ import numpy as np
 from ..errors import CheckpointError, MemoryBudgetError
 from ..optim import FlatArrays
 
-__all__ = ["param_shapes", "block_shapes", "column_major_names", "FlatParams", "copy_into", "copy_checked", "allocate",
+__all__ = ["param_shapes", "block_shapes", "column_major_names", "FlatParams", "copy_into", "check_fits", "allocate",
            "decay_names", "BLOCK_KEYS"]
 
 _ALIGN = 16  # elements: every array starts on a 64-byte boundary (float32) for BLAS
@@ -111,14 +111,13 @@ def copy_into(dest: np.ndarray, value: np.ndarray, rows: int = 64) -> None:
             dest[lo:lo + rows] = value[lo:lo + rows]
 
 
-def copy_checked(dest: np.ndarray, value: np.ndarray, name: str) -> None:
-    """:func:`copy_into`, refusing first (``dest`` untouched) a value that would not fit
-    ``dest``'s dtype: a float64 1e300 becomes inf in float32."""
+def check_fits(dest: np.ndarray, value, name: str) -> None:
+    """CheckpointError unless ``value`` fits ``dest``'s dtype once cast (a float64 1e300 would
+    become inf in float32); called on every tensor before any is copied, so a refused load
+    leaves the model as it was."""
     narrowed = np.dtype(getattr(value, "dtype", dest.dtype)).itemsize > dest.dtype.itemsize
     limit = float(np.finfo(dest.dtype).max)
-    if not narrowed or not np.size(value) or np.abs(value).max() <= limit:
-        copy_into(dest, value)
-    else:
+    if narrowed and np.size(value) and not np.abs(value).max() <= limit:
         raise CheckpointError(f"parameter {name!r} holds values beyond the range of {dest.dtype} "
                               f"(|x| <= {limit:.4g}): {np.asarray(value).dtype} values do not fit",
                               name=name, limit=limit)
