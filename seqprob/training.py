@@ -387,8 +387,9 @@ def _rng_state(state, path) -> dict:
 
 
 def _peek_training_state(path) -> None:
-    """Check a checkpoint's training.json before anything is loaded from it (an unreadable or
-    missing one is left to :func:`~seqprob.gpt.checkpoint.load_checkpoint` to report)."""
+    """Check a checkpoint's training.json and optimizer.json scalars before anything is loaded
+    from it (an unreadable or missing file is left to
+    :func:`~seqprob.gpt.checkpoint.load_checkpoint` to report)."""
     import json
 
     try:
@@ -398,3 +399,9 @@ def _peek_training_state(path) -> None:
     if isinstance(extra, dict) and "rng" in extra:
         _training_state(extra, path)
         _rng_state(extra["rng"], path)
+    try:
+        state = json.loads((Path(path) / "optimizer.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return
+    if isinstance(state, dict) and all(k in state for k in ("step", "lr", "betas", "eps", "weight_decay")):
+        AdamW._checked_scalars(state)  # its moments are checked with the tensors, at load
