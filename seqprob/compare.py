@@ -50,8 +50,7 @@ class Comparison:
 
 
 def _check(n_boot, confidence) -> tuple[int, float]:
-    check_int("n_boot", n_boot, low=MIN_BOOT)
-    n_boot = check_int("n_boot", n_boot, high=MAX_BOOT)
+    n_boot = check_int("n_boot", n_boot, low=MIN_BOOT, high=MAX_BOOT)
     return n_boot, check_real("confidence", confidence, low=0, high=1, low_open=True, high_open=True)
 
 
@@ -90,12 +89,6 @@ class _Redraws:
             hi = min(lo + self.rows, self.shape[0])
             out[lo:hi] = self._draw(rng, hi - lo) @ x
         return out
-
-
-def _weights(n_items: int, n_boot: int, seed) -> _Redraws:
-    """How often each of ``n_items`` is drawn in each of ``n_boot`` replicates; InputError for
-    a ``seed`` that is not None / an integer >= 0 / a SeedSequence or Generator."""
-    return _Redraws(n_items, n_boot, seed)
 
 
 def _numbers(name: str, values) -> np.ndarray:
@@ -143,7 +136,7 @@ def bootstrap_ratio(numer, denom, n_boot: int = 1000, seed=None, confidence: flo
         Replicates, in [``MIN_BOOT``, ``MAX_BOOT``] (memory stays bounded: past
         ``WHOLE_BOOT_BYTES`` the redraw counts are drawn in row chunks).
     seed : int, optional
-        None or an integer >= 0.
+        None, an integer >= 0, or a ``numpy.random.Generator`` (an independent child each call).
     confidence : float
         In (0, 1).
     weights : numpy.ndarray, optional
@@ -162,7 +155,7 @@ def bootstrap_ratio(numer, denom, n_boot: int = 1000, seed=None, confidence: flo
     """
     numer, denom = _ratio_inputs(numer, denom, weights)
     n_boot, confidence = _check(n_boot, confidence)
-    w = _weights(len(numer), n_boot, seed) if weights is None else weights
+    w = _Redraws(len(numer), n_boot, seed) if weights is None else weights
     sums = w @ np.column_stack([numer, denom])  # (n_boot, 2): one pass over the redraws
     if not (sums[:, 1] > 0).all():
         raise InputError("a bootstrap replicate drew only items whose denominator is 0: its ratio "
@@ -259,7 +252,7 @@ def compare(models, texts, tokenizer=None, n_boot: int = 1000, seed=None, confid
     if len(texts) < 2:
         raise InputError(f"the bootstrap redraws sentences: give at least 2 texts, got {len(texts)}",
                          value=len(texts), limit=2)
-    weights = _weights(len(texts), n_boot, seed)  # checks the seed before any scoring
+    weights = _Redraws(len(texts), n_boot, seed)  # checks the seed before any scoring
     stats = {name: _per_sentence(name, m, texts, tokenizer, bos, eos, stride, bos_per_window)
              for name, m in models.items()}
     rows = [_model_row(name, *s, weights, n_boot, confidence) for name, s in stats.items()]

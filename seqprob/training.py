@@ -388,20 +388,21 @@ def _rng_state(state, path) -> dict:
 
 def _peek_training_state(path) -> None:
     """Check a checkpoint's training.json and optimizer.json scalars before anything is loaded
-    from it (an unreadable or missing file is left to
+    from it (an unreadable, oversized or missing file is left to
     :func:`~seqprob.gpt.checkpoint.load_checkpoint` to report)."""
-    import json
+    from .errors import SeqProbError
+    from .gpt.checkpoint import _load_json_file  # its size limit and error handling
 
-    try:
-        extra = json.loads((Path(path) / "training.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return
-    if isinstance(extra, dict) and "rng" in extra:
+    def read(name):
+        try:
+            data = _load_json_file(Path(path) / name)
+        except SeqProbError:
+            return None
+        return data if isinstance(data, dict) else None
+
+    extra, state = read("training.json"), read("optimizer.json")
+    if extra is not None and "rng" in extra:
         _training_state(extra, path)
         _rng_state(extra["rng"], path)
-    try:
-        state = json.loads((Path(path) / "optimizer.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return
-    if isinstance(state, dict) and all(k in state for k in ("step", "lr", "betas", "eps", "weight_decay")):
+    if state is not None and all(k in state for k in ("step", "lr", "betas", "eps", "weight_decay")):
         AdamW._checked_scalars(state)  # its moments are checked with the tensors, at load

@@ -198,10 +198,15 @@ class ProbeIndex:
 
     def corrupted(self, detail: str, **data) -> None:
         """Raise the :class:`FileFormatError` of damaged query records."""
-        where = f"{self.source!r}: " if self.source else ""
-        raise FileFormatError(f"{where}corrupted n-gram query records ({detail}): the file is "
-                              "damaged; run load_ngram(path, verify=True) to check its "
-                              "checksums", path=self.source, **data)
+        raise damaged(self.source, f"corrupted n-gram query records ({detail})", **data)
+
+
+def damaged(path, detail: str, **data) -> FileFormatError:
+    """The error of a damaged ``.sqlm`` file (``path`` None when unknown): the default load
+    skips the checksums, so the message points to ``verify=True``."""
+    where = f"{path!r}: " if path else ""
+    return FileFormatError(f"{where}{detail}: the file is damaged; run load_ngram(path, "
+                           "verify=True) to check its checksums", path=path, **data)
 
 
 def _bucket(keys: np.ndarray, shift: np.uint64) -> np.ndarray:

@@ -41,7 +41,7 @@ from ..counts import KeyHash
 from ..errors import FileFormatError, InputError, SeqProbFileError
 from ..tokenizers import WhitespaceTokenizer
 from ..vocab import Vocab
-from ._probe import ProbeIndex
+from ._probe import ProbeIndex, damaged
 from .tables import BackoffTables
 
 __all__ = ["save_ngram", "load_ngram", "build_binary", "MAGIC", "VERSION"]
@@ -105,9 +105,8 @@ def _check_rows(row: np.ndarray, n_keys: int) -> None:
     """A slot read from a file holds -1 or a row of the keys (the sentinel included)."""
     if len(row) and (row.min() < -1 or row.max() >= n_keys):
         bad = int(row.min()) if row.min() < -1 else int(row.max())
-        raise FileFormatError(f"corrupted n-gram hash slots (a slot holds row {bad}, outside "
-                              f"-1..{n_keys - 1}): the file is damaged; run load_ngram(path, "
-                              "verify=True) to check its checksums", value=bad, limit=n_keys - 1)
+        raise damaged(None, f"corrupted n-gram hash slots (a slot holds row {bad}, outside "
+                            f"-1..{n_keys - 1})", value=bad, limit=n_keys - 1)
 
 
 def with_sentinel(keys: np.ndarray) -> np.ndarray:
@@ -318,11 +317,6 @@ def _section(data: np.ndarray, s: dict, path: str, verify: bool) -> np.ndarray:
     return raw.view(np.dtype(s["dtype"])).reshape(s["shape"])
 
 
-def _damaged(path: str, detail: str, **data) -> FileFormatError:
-    return FileFormatError(f"{path!r}: {detail}: the file is damaged; run load_ngram(path, "
-                           "verify=True) to check its checksums", path=path, **data)
-
-
 def _check_unigrams(tables: BackoffTables, path: str) -> None:
     """Log p <= 0 (-inf allowed) and back-off weights below +inf, NaN refused, for the unigrams.
 
@@ -332,11 +326,11 @@ def _check_unigrams(tables: BackoffTables, path: str) -> None:
     logp = tables.logp[0]
     if not (logp <= 0).all():  # NaN fails the comparison too
         bad = int(np.flatnonzero(~(logp <= 0))[0])
-        raise _damaged(path, f"corrupted unigram log-probability {float(logp[bad])!r} of word id "
+        raise damaged(path, f"corrupted unigram log-probability {float(logp[bad])!r} of word id "
                              f"{bad} (must be <= 0)", value=float(logp[bad]), limit=0.0)
     if tables.order > 1 and not (tables.logbow[0] < np.inf).all():
         bad = int(np.flatnonzero(~(tables.logbow[0] < np.inf))[0])
-        raise _damaged(path, f"corrupted unigram back-off weight {float(tables.logbow[0][bad])!r} "
+        raise damaged(path, f"corrupted unigram back-off weight {float(tables.logbow[0][bad])!r} "
                              f"of word id {bad} (must be finite or -inf)",
                        value=float(tables.logbow[0][bad]))
 
@@ -346,7 +340,7 @@ def _vocab(arrays: dict, meta: dict, path: str) -> Vocab:
     offsets, blob = arrays["vocab.offsets"], bytes(arrays["vocab.utf8"])
     V = int(meta["vocab_size"])
     if len(offsets) != V + 1 or offsets[0] != 0 or offsets[-1] != len(blob) or (np.diff(offsets) < 0).any():
-        raise _damaged(path, f"corrupted vocabulary offsets (expected {V + 1} non-decreasing "
+        raise damaged(path, f"corrupted vocabulary offsets (expected {V + 1} non-decreasing "
                              f"offsets from 0 to {len(blob)})", limit=len(blob))
     bounds = offsets.tolist()
     try:
@@ -355,10 +349,10 @@ def _vocab(arrays: dict, meta: dict, path: str) -> Vocab:
     except UnicodeDecodeError as exc:
         bad = next(i for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))
                    if not _is_utf8(blob[a:b]))  # the error path only: find the token's id
-        raise _damaged(path, f"corrupted vocabulary: token id {bad} is not valid UTF-8 "
+        raise damaged(path, f"corrupted vocabulary: token id {bad} is not valid UTF-8 "
                              f"({exc.reason})", value=bad) from None
     except InputError as exc:  # e.g. a damaged byte made two tokens equal
-        raise _damaged(path, f"corrupted vocabulary ({exc})") from None
+        raise damaged(path, f"corrupted vocabulary ({exc})") from None
 
 
 def _is_utf8(raw: bytes) -> bool:

@@ -43,7 +43,6 @@ def refuse_overwriting_inputs(output, *inputs) -> None:
                              "overwrite it (write to another path)", path=str(output))
 
 
-
 def positive_float(text: str) -> float:
     """argparse type: a finite number > 0."""
     try:
