@@ -458,7 +458,15 @@ def test_allocations_the_machine_cannot_make_are_named_errors(monkeypatch):
             raise MemoryError
         return real(shape, dtype=dtype, **kw)
 
+    def anonymous_map(size):  # the parameters' own allocation (normal pages): ENOMEM
+        if size > 2 ** 30:
+            raise OSError(12, "Cannot allocate memory")
+        return real_map(size)
+
+    from seqprob.gpt import params
+    real_map = params._anonymous_map
     monkeypatch.setattr(np, "zeros", zeros)
+    monkeypatch.setattr(params, "_anonymous_map", anonymous_map)
     with pytest.raises(MemoryBudgetError, match=r"the model's parameters need 2\.0 GiB"):
         GPT(GPTConfig(vocab_size=2 ** 20, block_size=8, n_layer=1, n_head=1, n_embd=2 ** 9))
     long = GPT(GPTConfig(vocab_size=16, block_size=2 ** 16, n_layer=128, n_head=1, n_embd=64,
@@ -466,6 +474,42 @@ def test_allocations_the_machine_cannot_make_are_named_errors(monkeypatch):
     assert np.isfinite(long.logprobs([1, 2])).all()  # the forward needs no cache
     with pytest.raises(MemoryBudgetError, match=r"the key cache .* need 2\.0 GiB"):
         long.start([1])
+
+
+def test_large_parameters_live_in_private_normal_pages():
+    """The parameter buffer of a large model is an anonymous map (no huge-page advice: see
+    params.allocate), zeroed, writable, and private: a forked child's writes stay in the
+    child, as with any numpy array."""
+    import mmap
+    import os
+
+    from seqprob.gpt import params
+    arr = params.allocate((3, 2 ** 20), np.float32, "test", small_pages=True)  # 12 MiB
+    assert isinstance(owner(arr), mmap.mmap)
+    assert arr.shape == (3, 2 ** 20) and arr.dtype == np.float32 and arr.flags.writeable
+    assert not arr.any()
+    small = params.allocate((4, 4), np.float32, "test", small_pages=True)
+    assert isinstance(owner(small), np.ndarray)  # small ones stay plain numpy arrays
+    assert isinstance(owner(model_flat := GPT(GPTConfig.preset("tiny"))._flat.flat), np.ndarray)
+    assert model_flat.nbytes < params.SMALL_PAGES_MIN
+    model = GPT(GPTConfig(vocab_size=4096, block_size=16, n_layer=1, n_head=2, n_embd=256), seed=0)
+    assert model._flat.flat.nbytes >= params.SMALL_PAGES_MIN
+    before = model.params["wte"].copy()
+    if not hasattr(os, "fork"):
+        return
+    pid = os.fork()
+    if pid == 0:  # the child: overwrite the weights, then leave at once
+        model.params["wte"][...] = 7.0
+        os._exit(0)
+    os.waitpid(pid, 0)
+    np.testing.assert_array_equal(model.params["wte"], before)
+
+
+def owner(arr):
+    """The object that owns ``arr``'s memory (following views)."""
+    while isinstance(arr, np.ndarray) and arr.base is not None:
+        arr = arr.base
+    return arr.obj if isinstance(arr, memoryview) else arr
 
 
 def test_a_state_steps_only_with_the_model_that_started_it():

@@ -36,6 +36,7 @@ Weight decay conventionally applies to the names ending in ``.w`` only (see :fun
 from __future__ import annotations
 
 import math
+import mmap
 
 import numpy as np
 
@@ -123,15 +124,37 @@ def check_fits(dest: np.ndarray, value, name: str) -> None:
                               name=name, limit=limit)
 
 
-def allocate(shape, dtype, what: str) -> np.ndarray:
+SMALL_PAGES_MIN = 1 << 22  # bytes: numpy advises huge pages from 4 MiB on
+
+
+def allocate(shape, dtype, what: str, small_pages: bool = False) -> np.ndarray:
     """``np.zeros(shape, dtype)``, or a MemoryBudgetError naming ``what`` and its size where
-    the machine cannot allocate it (not numpy's bare MemoryError)."""
+    the machine cannot allocate it (not numpy's bare MemoryError).
+
+    ``small_pages``: a large array (``SMALL_PAGES_MIN`` bytes or more) is an anonymous memory
+    map of the system's normal pages, where numpy would ask Linux for huge pages
+    (``madvise(MADV_HUGEPAGE)``). For the parameters, written once and then read: on a host
+    whose free memory is fragmented, each huge-page fault compacts memory first (``defrag``
+    = ``madvise``, the usual default), which made loading GPT-2-124M 1.1-1.4 s of kernel time
+    against 0.3 s in small pages (``benchmarks/probe_from_hf_load.py``).
+    """
+    size = math.prod(np.atleast_1d(shape).tolist()) * np.dtype(dtype).itemsize
     try:
+        if small_pages and size >= SMALL_PAGES_MIN:
+            return np.frombuffer(_anonymous_map(size), dtype=dtype).reshape(shape)
         return np.zeros(shape, dtype=dtype)
-    except MemoryError:
-        size = math.prod(np.atleast_1d(shape).tolist()) * np.dtype(dtype).itemsize
+    except (MemoryError, OSError):
         raise MemoryBudgetError(f"{what} need {size / 2 ** 30:,.1f} GiB ({np.dtype(dtype)}), more than "
                                 "this machine could allocate", bytes=size) from None
+
+
+def _anonymous_map(size: int) -> mmap.mmap:
+    """``size`` zeroed bytes of anonymous memory, private to this process (a forked child
+    gets its own copy on write, as with any numpy array; a shared map would let it write
+    into the parent's parameters)."""
+    if hasattr(mmap, "MAP_PRIVATE"):
+        return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
+    return mmap.mmap(-1, size)  # Windows: anonymous maps are private to the process
 
 
 def decay_names(names) -> list[str]:
@@ -155,7 +178,7 @@ class FlatParams:
             size = math.prod(shape)
             self.slices[name] = slice(offset, offset + size)
             offset += -(-size // _ALIGN) * _ALIGN
-        raw = allocate(offset + _ALIGN, dtype, "the model's parameters")
+        raw = allocate(offset + _ALIGN, dtype, "the model's parameters", small_pages=True)
         shift = (-(raw.ctypes.data // raw.itemsize)) % _ALIGN
         self.flat = raw[shift:shift + offset]
         self.arrays = FlatArrays(self.flat, self.slices,
