@@ -23,6 +23,16 @@ from .errors import InputError, SeqProbError, SeqProbFileError
 TMP_MARK = ".seqprob-tmp-"
 
 
+def as_path(path, what: str = "path") -> Path:
+    """``path`` (str, bytes or os.PathLike) as a Path; anything else (None, a number, a list)
+    is an InputError naming what was given, not Python's TypeError from ``os.fspath``."""
+    try:
+        return Path(os.fsdecode(os.fspath(path)))
+    except TypeError:
+        raise InputError(f"{what} must be a file name (str or os.PathLike), got "
+                         f"{type(path).__name__} {str(path)[:60]!r}", value=path) from None
+
+
 def temp_name(path) -> Path:
     """A fresh temporary name beside ``path``: ``.NAME.seqprob-tmp-PID-RANDOM``."""
     path = Path(path)

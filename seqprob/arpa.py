@@ -28,7 +28,7 @@ import numpy as np
 
 from . import _arpa_fast as _fast
 from . import _parallel
-from ._io import atomic_write
+from ._io import as_path, atomic_write
 from .counts import MAX_ORDER, lookup_keys
 from .errors import ArpaFormatError, InputError, SeqProbFileError
 from .functional import LN10
@@ -114,7 +114,7 @@ def read_arpa(path, progress: bool | None = None) -> ArpaModel:
     >>> read_arpa(p).order
     1
     """
-    path = str(path)
+    path = str(as_path(path))
     data = _read_bytes(path)
     model = _read_fast(data, path, progress)
     if model is None:  # something the column parser does not handle: the line-by-line reader
@@ -568,7 +568,7 @@ def write_arpa(model, path, progress: bool | None = None) -> Path:
     tables = model._tables()
     vocab = model.vocab
     name_bytes = arpa_names(vocab)  # (V, longest name)
-    path = Path(path)
+    path = as_path(path)
     sizes = tables.sizes()
     with atomic_write(path, "wb") as handle, _bar(sum(sizes), "writing ARPA", progress) as bar:
         write_header(handle, sizes)

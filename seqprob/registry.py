@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ._io import as_path
 from .errors import InputError, SeqProbFileError
 
 __all__ = ["ModelFormat", "register_model_format", "model_formats", "load_model",
@@ -164,7 +165,7 @@ def load_model(path=None):
     """
     if path is None or (str(path) == "default" and not os.path.exists("default")):
         return default_model()
-    p = Path(os.fspath(path))
+    p = as_path(path)
     if not p.exists():
         raise SeqProbFileError(f"model {str(path)!r} does not exist", path=str(path))
     for fmt in model_formats():

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_write, make_temp_dir, raise_write_error, resolve_inside
+from .._io import as_path, atomic_write, make_temp_dir, raise_write_error, resolve_inside
 from .._schema import MAX_JSON_BYTES
 from ..errors import CheckpointError, FileFormatError, InputError, SeqProbError, SeqProbFileError
 from .params import check_fits, copy_into
@@ -133,7 +133,7 @@ def save_checkpoint(model, path, optimizer=None, extra: dict | None = None) -> P
     >>> sorted(p.name for p in folder.iterdir())[:2]
     ['config.json', 'manifest.json']
     """
-    path = Path(path)
+    path = as_path(path)
     _check_finite_params(model)
     try:
         check_replaceable(path)
@@ -155,7 +155,7 @@ def save_checkpoint(model, path, optimizer=None, extra: dict | None = None) -> P
 
 def check_replaceable(path) -> None:
     """Raise SeqProbFileError unless ``path`` is absent, an empty folder or a checkpoint."""
-    path = Path(path)
+    path = as_path(path)
     if path.exists() and not path.is_dir():
         raise SeqProbFileError(f"checkpoint path {str(path)!r} exists and is not a folder",
                                path=str(path))
@@ -278,7 +278,7 @@ def load_checkpoint(path, model=None, dtype: str | None = None) -> Checkpoint:
     from ..tokenizers import load_tokenizer
     from .config import GPTConfig
 
-    path = _check_folder(Path(path))
+    path = _check_folder(as_path(path))
     manifest = _read_manifest(path)
     header = _read_json(path, "config.json", manifest)
     try:

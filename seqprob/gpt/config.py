@@ -239,6 +239,7 @@ class GPTConfig:
 
     def replace(self, **changes) -> "GPTConfig":
         """A copy with some fields changed (validated again)."""
+        _check_fields(changes, "GPTConfig.replace")
         return dataclasses.replace(self, **changes)
 
     @classmethod
@@ -251,8 +252,9 @@ class GPTConfig:
         >>> GPTConfig.preset("gpt3").n_embd
         12288
         """
-        if name not in PRESETS:
+        if not isinstance(name, str) or name not in PRESETS:
             raise InputError(f"unknown preset {name!r}: use one of {sorted(PRESETS)}", value=name)
+        _check_fields(overrides, "GPTConfig.preset")
         return cls(**{**PRESETS[name], **overrides})
 
     def param_counts(self):
@@ -311,6 +313,15 @@ class GPTConfig:
              0 if self.tie_weights else 1, d * V),
         ]
         return rows
+
+
+def _check_fields(changes: dict, where: str) -> None:
+    """InputError naming any key that is not a GPTConfig field (not Python's TypeError)."""
+    fields = [f.name for f in dataclasses.fields(GPTConfig) if f.init]
+    unknown = sorted(set(changes) - set(fields))
+    if unknown:
+        raise InputError(f"{where}: no such GPTConfig field {unknown[0]!r}; the fields are {fields}",
+                         value=unknown[0])
 
 
 def _check_size(config, name: str) -> None:

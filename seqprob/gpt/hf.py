@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._io import as_path
 from ..errors import CheckpointError, InputError, SeqProbFileError
 from . import safetensors as st
 from .config import GPTConfig
@@ -499,7 +500,7 @@ def from_hf(path, dtype: str = "float32", tokenizer=None, cls=None):
     cls = cls or model_class("GPT")
     if dtype not in ("float32", "float64"):
         raise InputError(f"dtype must be 'float32' or 'float64', got {dtype!r}", value=dtype)
-    path = Path(os.fspath(path))
+    path = as_path(path)
     folder = path.parent if path.is_file() else path
     if not folder.is_dir():
         raise SeqProbFileError(f"no such checkpoint folder {str(path)!r}", path=str(path))

@@ -23,7 +23,7 @@ import struct
 
 import numpy as np
 
-from .._io import atomic_write
+from .._io import as_path, atomic_write
 from ..errors import CheckpointError, SeqProbFileError
 
 __all__ = ["load_file", "save_file", "read_header", "bf16_to_float32", "release", "DTYPES"]
@@ -50,7 +50,7 @@ def read_header(path) -> tuple[dict, int]:
     ``end - begin`` = the shape's element count times the dtype's size; ranges not overlapping;
     no tensor name twice; ``__metadata__`` an object of strings.
     """
-    path = os.fspath(path)
+    path = os.fspath(as_path(path))
     try:
         with open(path, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
@@ -175,7 +175,7 @@ def load_file(path, skip=None, mapped: bool = False, bf16: set | None = None) ->
         that does not match the byte range. Nothing is allocated before the whole header has
         been checked against the file's length.
     """
-    path = os.fspath(path)
+    path = os.fspath(as_path(path))
     header, start = read_header(path)
     names = [n for n in header if n != "__metadata__" and not (skip is not None and skip(n))]
     if bf16 is not None:

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_write
+from .._io import as_path, atomic_write
 from ..counts import KeyHash
 from ..errors import FileFormatError, InputError, SeqProbFileError
 from ..tokenizers import WhitespaceTokenizer
@@ -157,7 +157,7 @@ def save_ngram(model, path, hash: bool = True) -> Path:
     tables, vocab = model._tables(), model.vocab
     arrays = _section_arrays(tables, vocab, hash)
     header, blobs = _layout(tables, vocab, arrays, getattr(model, "tokenizer", None))
-    path = Path(path)
+    path = as_path(path)
     with atomic_write(path, "wb") as handle:
         handle.write(_PREFIX.pack(MAGIC, VERSION, len(header), zlib.crc32(header)) + header)
         position = _PREFIX.size + len(header)
@@ -251,7 +251,7 @@ def load_ngram(path, verify: bool = False):
     """
     from ..arpa import ArpaModel
 
-    path = str(path)
+    path = str(as_path(path))
     data = _map(path)
     meta = _read_header(data, path)
     arrays = {s["name"]: _section(data, s, path, verify) for s in meta["sections"]}

@@ -5,7 +5,7 @@ import json
 import os
 from pathlib import Path
 
-from .._io import atomic_write
+from .._io import as_path, atomic_write
 from .._io import check_text as _check_text
 from ..errors import (FileFormatError, InputError, SeqProbError, SeqProbFileError,
                       UnknownTokenizerError, fitted)
@@ -127,7 +127,7 @@ class Tokenizer:
 
     def save(self, path) -> Path:
         """Write the tokenizer as JSON (atomically) and return the path."""
-        path = Path(path)
+        path = as_path(path)
         with atomic_write(path) as handle:
             json.dump({"type": self.kind, **self.to_dict()}, handle, ensure_ascii=False)
         return path
@@ -145,7 +145,7 @@ class Tokenizer:
 def load_tokenizer(path) -> Tokenizer:
     """Load any tokenizer from a JSON file written by ``Tokenizer.save``, a ``.tiktoken`` file, or a
     Hugging Face ``tokenizer.json`` (an :class:`~seqprob.tokenizers.hf.HFTokenizer`)."""
-    path = Path(path)
+    path = as_path(path)
     if path.suffix == ".tiktoken":
         return _REGISTRY["tiktoken"](str(path))
     text = _read_json_text(path)

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .._io import atomic_write
+from .._io import as_path, atomic_write
 from ..errors import (FileFormatError, SeqProbFileError, TokenIdError, TokenizerError,
                       UnknownTokenizerError)
 from .._schema import MAX_JSON_BYTES, MAX_TOKEN_BYTES, MAX_VOCAB, check_id_space, int_in, typed
@@ -153,7 +153,7 @@ def read_tiktoken_file(path) -> dict[bytes, int]:
 
 def write_tiktoken_file(path, ranks: Mapping[bytes, int]) -> Path:
     """Write ``ranks`` as a ``.tiktoken`` file (``base64(bytes) rank`` per line, by rank), atomically."""
-    path = Path(path)
+    path = as_path(path)
     with atomic_write(path, "wb") as handle:
         for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
             handle.write(base64.b64encode(token) + b" " + str(rank).encode() + b"\n")
