@@ -8,7 +8,9 @@ Without ``--folder`` it writes the ~100M Llama of ``bench_llama.py`` (random wei
 embeddings, 400 MB float32) into a temporary folder. Each run is a fresh process that imports
 seqprob, then times ``GPT.from_hf`` alone, with ``safetensors.load_file`` reading every tensor
 into a new array (``read``, what from_hf did before) or returning views on a memory map
-(``mapped``, what it does now); the two modes alternate. Printed: median [min-max] of the wall
+(``mapped``, what it does now); the modes alternate. ``--modes mapped huge-pages`` compares
+the parameters' allocation instead: normal pages (an anonymous map, what from_hf does now)
+against numpy's memory with its huge-page advice (``huge-pages``, what it did before). Printed: median [min-max] of the wall
 time, the user and system CPU time and the minor page faults of the load, and the process's
 peak RSS (VmHWM, the process's own: its ``ru_maxrss`` would start from this parent's peak, ~850
 MiB after writing the checkpoint; mapped file pages count in it while they are mapped).
@@ -32,6 +34,9 @@ from seqprob.gpt import GPT, safetensors as st
 if sys.argv[2] == "read":  # every tensor read into a new array, whatever from_hf asks
     real = st.load_file
     st.load_file = lambda path, skip=None, mapped=False, bf16=None: real(path, skip=skip, mapped=False, bf16=bf16)
+if sys.argv[2] == "huge-pages":  # the parameters as a plain numpy array (huge-page advice)
+    from seqprob.gpt import params
+    params.SMALL_PAGES_MIN = float("inf")
 r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
 GPT.from_hf(sys.argv[1])
 wall, r1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
@@ -61,12 +66,15 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=8)
     ap.add_argument("--folder", type=Path, help="an HF checkpoint folder (default: write the 100M Llama)")
+    ap.add_argument("--modes", nargs="+", default=["read", "mapped"], choices=["read", "mapped", "huge-pages"],
+                    help="huge-pages: mapped, with the parameters in numpy's huge-page-advised memory "
+                         "(before the normal-pages change); mapped is the library as it is")
     args = ap.parse_args(argv)
     folder = args.folder
     if folder is None:
         folder = Path(tempfile.mkdtemp(prefix="seqprob-probe-", dir=H.workdir()))
         write_llama(folder)
-    results = {"read": [], "mapped": []}
+    results = {mode: [] for mode in args.modes}
     for _ in range(args.runs):
         for mode in results:
             results[mode].append(one_load(folder, mode))
