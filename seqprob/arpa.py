@@ -232,6 +232,15 @@ def _check_counts(declared: dict, sections: dict, path: str) -> None:
                        f"section (line {sections[order][0]}) has {found} entries")
 
 
+def _number(field: str, what: str, path: str, ln: int, order: int) -> float:
+    try:
+        return float(field)
+    except ValueError:
+        raise _err(path, ln, f"the {what} of this {order}-gram line is {field[:40]!r}, not a number "
+                   f"(a line is 'log10prob w1 .. w{order} [backoff]', fields separated by "
+                   "whitespace)") from None
+
+
 def _parse_entries(lines: list, linenos: list, order: int, highest: bool, path: str):
     """(words list, log10 probs, log10 back-offs) of one section."""
     words, probs, bows = [], [], []
@@ -240,11 +249,9 @@ def _parse_entries(lines: list, linenos: list, order: int, highest: bool, path: 
         if len(fields) not in (order + 1, order + 2):
             raise _err(path, ln, f"a {order}-gram line needs 'log10prob w1 .. w{order} [backoff]', "
                        f"got {len(fields)} fields")
-        try:
-            p = float(fields[0])
-            b = float(fields[order + 1]) if len(fields) == order + 2 else 0.0
-        except ValueError:
-            raise _err(path, ln, f"not a number in {lines[ln - 1].strip()[:60]!r}") from None
+        p = _number(fields[0], "log10 probability (first field)", path, ln, order)
+        b = _number(fields[order + 1], f"back-off (field {order + 2})", path, ln, order) \
+            if len(fields) == order + 2 else 0.0
         if math.isnan(p) or math.isnan(b) or p > 0 or p == math.inf or b == math.inf:
             raise _err(path, ln, f"invalid log10 probability / back-off {p} / {b} "
                        "(must be finite or -inf, probability <= 0)")

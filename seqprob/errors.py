@@ -10,7 +10,7 @@ from __future__ import annotations
 __all__ = [
     "SeqProbError", "InputError", "TokenIdError", "UnknownTokenError", "TemperatureError",
     "ContextLengthError",
-    "NotFittedError", "fitted", "TokenizerError", "UnknownTokenizerError", "SeqProbFileError",
+    "NotFittedError", "fitted", "has_attribute", "TokenizerError", "UnknownTokenizerError", "SeqProbFileError",
     "FileFormatError", "ArpaFormatError", "CheckpointError", "GrammarError",
     "TrainingDivergedError", "MemoryBudgetError", "PartitionError",
 ]
@@ -61,6 +61,18 @@ class ContextLengthError(InputError):
 
 class NotFittedError(SeqProbError, ValueError, AttributeError):
     """A model or tokenizer was used before ``fit`` / ``train``."""
+
+
+def has_attribute(obj, attr: str) -> bool:
+    """``hasattr``, except that a NotFittedError (an AttributeError, which hasattr would
+    swallow) is raised: the object is a model, it has not been fitted yet."""
+    try:
+        getattr(obj, attr)
+    except NotFittedError:
+        raise
+    except AttributeError:
+        return False
+    return True
 
 
 def fitted(obj, attr: str, hint: str = "call fit() first"):

@@ -16,7 +16,7 @@ from typing import Mapping
 import numpy as np
 
 from ._io import CorpusFile, read_lines
-from .errors import InputError, SeqProbFileError
+from .errors import InputError, SeqProbFileError, has_attribute
 from .functional import LN2, LN10, entropy as _entropy
 from .protocols import CorpusScorer, is_normalized, model_tokenizer
 from .tokenizers.base import iter_texts
@@ -61,7 +61,7 @@ def _as_models(models) -> dict:
     if not models:
         raise InputError("no models given to score")
     for name, model in models.items():
-        if not all(hasattr(model, a) for a in ("vocab", "logprobs", "token_logprobs")):
+        if not all(has_attribute(model, a) for a in ("vocab", "logprobs", "token_logprobs")):
             raise InputError(f"model {name!r} ({type(model).__name__}) is not a LanguageModel: it needs "
                              "vocab, logprobs and token_logprobs", model=name)
     return models

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import seqprob as sp
-from seqprob.errors import InputError, SeqProbError
+from seqprob.errors import InputError, NotFittedError, SeqProbError
 from seqprob.functional import logsumexp
 from seqprob.ngram import (Mixture, MixtureWeightError, ModifiedKneserNey, WittenBell, interpolate,
                            prune_entropy)
@@ -226,6 +226,15 @@ def test_mixture_bad_weights(mixture, weights):
     with pytest.raises(MixtureWeightError) as info:
         Mixture(mixture.models, weights)
     assert isinstance(info.value, SeqProbError)
+
+
+def test_mixture_names_an_unfitted_model(full):
+    """An unfitted member is named as unfitted, not as 'not a LanguageModel' (its vocab
+    raises NotFittedError, an AttributeError that hasattr would swallow)."""
+    with pytest.raises(NotFittedError, match="WittenBell is not fitted yet"):
+        Mixture([full, WittenBell(order=2)])
+    with pytest.raises(InputError, match=r"models\[1\] \(int\) is not a LanguageModel"):
+        Mixture([full, 3])
 
 
 def test_mixture_needs_one_vocabulary(full):

@@ -7,7 +7,7 @@ from hypothesis import given, strategies as st
 
 import seqprob as sp
 from seqprob import scoring
-from seqprob.errors import InputError, SeqProbFileError, TokenIdError
+from seqprob.errors import InputError, NotFittedError, SeqProbFileError, TokenIdError
 
 LINES = ["the cat sat on the mat", "the dog sat on the log", "a cat ran", "the cat sat"]
 words = st.sampled_from("the cat dog sat on mat a ran log".split())
@@ -225,6 +225,9 @@ def test_bad_inputs(table):
         sp.score(table, None)
     with pytest.raises(InputError, match="'m' .*not a LanguageModel"):
         sp.score({"m": 5}, ["the cat"])
+    for unfitted in (sp.ngram.KneserNey(order=2), {"kn": sp.ngram.KneserNey(order=2)}):
+        with pytest.raises(NotFittedError, match="KneserNey is not fitted yet"):
+            sp.score(unfitted, ["the cat"])  # a model, not fitted: not "not a LanguageModel"
     with pytest.raises(InputError, match="rectangular"):
         sp.score(table, [[[1, 2], [3]]])
     with pytest.raises(InputError, match="integers, got dtype float64"):

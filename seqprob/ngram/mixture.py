@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..base import BaseLanguageModel
-from ..errors import InputError
+from ..errors import InputError, has_attribute
 from ..functional import logsumexp
 from ..vocab import check_ids
 from ..counts import lookup_keys
@@ -54,7 +54,7 @@ def _check_models(models) -> list:
     if not models:
         raise InputError("a mixture needs at least one model")
     for i, m in enumerate(models):
-        if not (hasattr(m, "vocab") and hasattr(m, "logprobs") and hasattr(m, "token_logprobs")):
+        if not all(has_attribute(m, a) for a in ("vocab", "logprobs", "token_logprobs")):
             raise InputError(f"models[{i}] ({type(m).__name__}) is not a LanguageModel")
     first = models[0].vocab
     for i, m in enumerate(models[1:], start=1):
