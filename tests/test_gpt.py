@@ -506,6 +506,32 @@ def test_large_parameters_live_in_private_normal_pages(monkeypatch):
     np.testing.assert_array_equal(model.params["wte"], before)
 
 
+def test_large_outputs_live_in_normal_pages_and_are_named_when_too_large(monkeypatch):
+    """logprobs / logits of 64 MiB or more come in normal pages (params.allocate), with the
+    same values as numpy's memory gives; an output the machine cannot hold is a
+    MemoryBudgetError naming it."""
+    import mmap
+
+    from seqprob.errors import MemoryBudgetError
+    from seqprob.gpt import params
+    model = GPT(GPTConfig(vocab_size=2 ** 16, block_size=256, n_layer=1, n_head=1, n_embd=8), seed=0)
+    ids = np.random.default_rng(0).integers(0, 2 ** 16, (1, 256))
+    lp = model.logprobs(ids)  # (256, 65536) float32: 64 MiB
+    assert isinstance(owner(lp), mmap.mmap)
+    np.testing.assert_allclose(np.exp(lp.astype(np.float64)).sum(-1), 1.0, atol=1e-5)
+    monkeypatch.setattr(params, "SMALL_PAGES_MIN", float("inf"))  # numpy's own memory
+    np.testing.assert_array_equal(model.logprobs(ids), lp)
+    assert isinstance(owner(model.logits(ids)), np.ndarray)
+
+    def refuse(size):
+        raise OSError(12, "Cannot allocate memory")
+    monkeypatch.setattr(params, "SMALL_PAGES_MIN", 1 << 26)
+    monkeypatch.setattr(params, "_anonymous_map", refuse)
+    for call, what in ((model.logprobs, "log-probabilities"), (model.logits, "logits")):
+        with pytest.raises(MemoryBudgetError, match=f"{what} need"):
+            call(ids)
+
+
 def owner(arr):
     """The object that owns ``arr``'s memory (following views)."""
     while isinstance(arr, np.ndarray) and arr.base is not None:

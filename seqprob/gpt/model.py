@@ -22,7 +22,7 @@ from . import backward, decode, stages
 from .block import block_forward, make_workspace, norm_forward
 from .config import GPTConfig
 from .decode import GPTState
-from .params import (FlatParams, block_shapes, check_fits, column_major_names, copy_into, decay_names,
+from .params import (FlatParams, allocate, block_shapes, check_fits, column_major_names, copy_into, decay_names,
                      init_params, param_shapes)
 from .rope import rope_tables
 
@@ -342,6 +342,13 @@ class GPT(BaseLanguageModel):
                 resid[:, layer + 1] = x
         return norm_forward(x, self.params, "ln_f", cfg, out=ws["h"])[0]
 
+    def _output(self, shape: tuple, what: str, dtype=None) -> np.ndarray:
+        """A new array for a result the caller keeps, e.g. (B*T, V) log-probabilities: from 64
+        MiB on in normal pages (``params.allocate``), whose faults cost the same every call,
+        where numpy's huge-page advice can make each call compact memory first (GPT-2-124M,
+        4 x 1024: 823 MB per call); a MemoryBudgetError naming ``what`` if it cannot be had."""
+        return allocate(shape, dtype or self.dtype, what, small_pages=True)
+
     def _unembed_logprobs(self, h2: np.ndarray, out: np.ndarray, chunk: int | None = None) -> np.ndarray:
         """log-softmax(h2 W_Uᵀ) of rows h2 (N, C) into out (N, V), in cache-sized row chunks
         (default: at most 64 rows and ``LSM_BLOCK`` logits per thread)."""
@@ -354,7 +361,7 @@ class GPT(BaseLanguageModel):
 
     def _logprobs_window(self, batch: np.ndarray) -> np.ndarray:
         B, T = batch.shape
-        out = np.empty((B * T, self.config.vocab_size), dtype=self.dtype)
+        out = self._output((B * T, self.config.vocab_size), "log-probabilities")
         self._forward_rows(batch, lambda h2, lo, hi: self._unembed_logprobs(h2, out[lo:hi]))
         return out.reshape(B, T, -1)
 
@@ -461,7 +468,7 @@ class GPT(BaseLanguageModel):
         if n <= block:
             return fn(batch)
         first = fn(batch[:, :block + offset])
-        out = np.empty((B, n) + first.shape[2:], dtype=first.dtype)
+        out = self._output((B, n) + first.shape[2:], "the windows' rows", first.dtype)
         out[:, :block] = first
         for start in range(stride, n - block + stride, stride):
             done, end = start + block - stride, min(start + block, n)  # new rows: done .. end-1
@@ -494,7 +501,7 @@ class GPT(BaseLanguageModel):
         batch, squeeze = self._validate(ids)
         B, T = batch.shape
         self._check_T(T)
-        out = np.empty((B * T, self.config.vocab_size), dtype=self.dtype)
+        out = self._output((B * T, self.config.vocab_size), "logits")
         self._forward_rows(batch, lambda h2, lo, hi: np.matmul(h2, self._w_u.T, out=out[lo:hi]))
         out = out.reshape(B, T, -1)  # (B, T, V)
         self._check_finite(out, "logits")
