@@ -20,7 +20,8 @@ over the rounds of the children's medians.
 ``--folder DIR`` (an HF GPT-2 checkpoint folder, e.g. the GPT-2-124M shape that
 ``bench_gpt2_124m.py`` writes) times ``GPT.from_hf(DIR).logprobs`` of 1 x 1024 and 4 x 1024
 ids at 2 threads instead, where the result (205 / 823 MB a call) is what changes: ``normal``
-puts the parameters and every result in normal pages, ``huge`` neither. Each child times 5
+puts the parameters and every result in normal pages, ``huge`` neither, and ``out`` is
+``normal`` with one result array passed as ``out=`` to every call. Each child times 5
 (1 x 1024) or 3 (4 x 1024) calls after one warm-up; printed per mode and shape: the median
 [min-max] over the rounds of the forward's median and of the kernel (system) CPU time per call.
 """
@@ -62,12 +63,12 @@ folder, mode, batch, runs = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.
 H.limit_threads(2, torch_side=False)
 import numpy as np
 from seqprob.gpt import GPT, params
-params.SMALL_PAGES_MIN = 0 if mode == "normal" else float("inf")
+params.SMALL_PAGES_MIN = float("inf") if mode == "huge" else 0
 model = GPT.from_hf(folder)
 ids = np.random.default_rng(0).integers(0, model.config.vocab_size, (batch, 1024))
-model.logprobs(ids)  # warm-up
+out = model.logprobs(ids) if mode == "out" else None  # warm-up (and, for "out", the array reused)
 r0 = resource.getrusage(resource.RUSAGE_SELF)
-res = H.timeit(lambda: model.logprobs(ids), runs, 0)
+res = H.timeit(lambda: model.logprobs(ids, out=out), runs, 0)
 r1 = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"forward": res["median"], "sys": (r1.ru_stime - r0.ru_stime) / runs}))
 """
@@ -117,7 +118,7 @@ def main(argv=None) -> None:
 
 
 def hf_forward(args) -> None:
-    results = {(b, m): [] for b in (1, 4) for m in ("normal", "huge")}
+    results = {(b, m): [] for b in (1, 4) for m in ("normal", "huge", "out")}
     for _ in range(args.rounds):
         for b, m in results:
             results[(b, m)].append(one_child(2, m, min(args.runs, 5 if b == 1 else 3), 0, args.folder, b))

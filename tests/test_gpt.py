@@ -552,3 +552,28 @@ def test_a_state_steps_only_with_the_model_that_started_it():
     with pytest.raises(InputError, match="another GPT"):
         bigger.step(state, 15)
     np.testing.assert_allclose(a.step(state, 3).logprobs, a.logprobs([1, 2, 3])[-1], atol=1e-6)
+
+
+def test_logprobs_into_out_fills_and_returns_it():
+    """logprobs(..., out=a) writes the same values into a and returns a itself, for one
+    window, a batch and a sliding window; a wrong out is an InputError naming what it needs."""
+    model = GPT(GPTConfig(vocab_size=13, block_size=8, n_layer=1, n_head=2, n_embd=8), seed=0)
+    rng = np.random.default_rng(0)
+    for ids in (rng.integers(0, 13, 6), rng.integers(0, 13, (3, 8)), rng.integers(0, 13, (2, 21))):
+        want = model.logprobs(ids, stride=3)
+        out = np.full(want.shape, np.nan, dtype=np.float32)
+        got = model.logprobs(ids, stride=3, out=out)
+        assert got is out
+        np.testing.assert_array_equal(out, want)
+    ids = rng.integers(0, 13, (2, 5))
+    good = np.empty((2, 5, 13), np.float32)
+    for bad, match in ((np.empty((2, 5, 12), np.float32), r"shape \(2, 5, 13\)"),
+                       (np.empty((2, 5, 13), np.float64), "dtype float32"),
+                       (np.empty((5, 13), np.float32), r"shape \(2, 5, 13\)"),
+                       (np.empty((2, 13, 5), np.float32).transpose(0, 2, 1), "C-contiguous"),
+                       (good.tolist(), "numpy array")):
+        with pytest.raises(InputError, match=match):
+            model.logprobs(ids, out=bad)
+    good.flags.writeable = False
+    with pytest.raises(InputError, match="writable"):
+        model.logprobs(ids, out=good)
