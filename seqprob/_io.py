@@ -27,10 +27,13 @@ def as_path(path, what: str = "path") -> Path:
     """``path`` (str, bytes or os.PathLike) as a Path; anything else (None, a number, a list)
     is an InputError naming what was given, not Python's TypeError from ``os.fspath``."""
     try:
-        return Path(os.fsdecode(os.fspath(path)))
+        name = os.fsdecode(os.fspath(path))
     except TypeError:
         raise InputError(f"{what} must be a file name (str or os.PathLike), got "
                          f"{type(path).__name__} {str(path)[:60]!r}", value=path) from None
+    if not name:  # Path("") would be ".", the current folder
+        raise InputError(f"{what} is an empty file name", value=name)
+    return Path(name)
 
 
 def temp_name(path) -> Path:

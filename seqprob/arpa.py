@@ -232,13 +232,19 @@ def _check_counts(declared: dict, sections: dict, path: str) -> None:
                        f"section (line {sections[order][0]}) has {found} entries")
 
 
-def _number(field: str, what: str, path: str, ln: int, order: int) -> float:
+def _line_pattern(order: int) -> str:
+    words = "w1" if order == 1 else f"w1 .. w{order}"
+    return f"'log10prob {words} [backoff]'"
+
+
+def _number(field: str, what: str, path: str, ln: int, order: int, line: str) -> float:
     try:
         return float(field)
     except ValueError:
-        raise _err(path, ln, f"the {what} of this {order}-gram line is {field[:40]!r}, not a number "
-                   f"(a line is 'log10prob w1 .. w{order} [backoff]', fields separated by "
-                   "whitespace)") from None
+        hint = ", or one word too many" if what.startswith("back-off") else ""
+        raise _err(path, ln, f"the {what} of this {order}-gram line is {field[:40]!r}, not a number"
+                   f"{hint}: {line.strip()[:60]!r} (a line is {_line_pattern(order)}, fields separated "
+                   "by whitespace)") from None
 
 
 def _parse_entries(lines: list, linenos: list, order: int, highest: bool, path: str):
@@ -247,10 +253,11 @@ def _parse_entries(lines: list, linenos: list, order: int, highest: bool, path: 
     for ln in linenos:
         fields = lines[ln - 1].split()
         if len(fields) not in (order + 1, order + 2):
-            raise _err(path, ln, f"a {order}-gram line needs 'log10prob w1 .. w{order} [backoff]', "
+            raise _err(path, ln, f"a {order}-gram line needs {_line_pattern(order)}, "
                        f"got {len(fields)} fields")
-        p = _number(fields[0], "log10 probability (first field)", path, ln, order)
-        b = _number(fields[order + 1], f"back-off (field {order + 2})", path, ln, order) \
+        line = lines[ln - 1]
+        p = _number(fields[0], "log10 probability (first field)", path, ln, order, line)
+        b = _number(fields[order + 1], f"back-off (field {order + 2})", path, ln, order, line) \
             if len(fields) == order + 2 else 0.0
         if math.isnan(p) or math.isnan(b) or p > 0 or p == math.inf or b == math.inf:
             raise _err(path, ln, f"invalid log10 probability / back-off {p} / {b} "

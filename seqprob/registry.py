@@ -167,7 +167,7 @@ def load_model(path=None):
         return default_model()
     p = as_path(path)
     if not p.exists():
-        raise SeqProbFileError(f"model {str(path)!r} does not exist", path=str(path))
+        raise SeqProbFileError(f"model {str(p)!r} does not exist", path=str(p))
     for fmt in model_formats():
         if fmt.recognise(p):
             return fmt.load(p)

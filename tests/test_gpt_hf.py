@@ -253,16 +253,30 @@ def test_released_pages_of_a_mapped_file_read_the_same_values(tmp_path):
     np.testing.assert_array_equal(own, tensors["b"])
 
 
-def test_from_hf_keeps_no_view_of_the_file():
+@pytest.mark.parametrize("normal_pages", [False, True])
+def test_from_hf_keeps_no_view_of_the_file(monkeypatch, normal_pages):
     """from_hf maps the file and copies every tensor: the parameters are the model's own
-    writable arrays, none of them a view of the mapped file."""
+    writable arrays, none of them a view of the mapped file (also when the model's own
+    buffer is an anonymous map: params.allocate's normal pages, forced here for a tiny model)."""
+    from seqprob.gpt import params, safetensors
+
+    if normal_pages:
+        monkeypatch.setattr(params, "SMALL_PAGES_MIN", 1)
     model = GPT.from_hf(HF / "tiny")
     for name, value in model.params.items():
         assert value.flags.writeable, name
         base = value
         while isinstance(base, np.ndarray) and base.base is not None:
             base = base.base
-        assert not isinstance(getattr(base, "obj", base), mmap.mmap), name  # frombuffer: a memoryview of the map
+        owner = getattr(base, "obj", base)  # frombuffer: a memoryview of the map
+        assert isinstance(owner, mmap.mmap) == normal_pages, name
+        assert not isinstance(owner, mmap.mmap) or owner not in safetensors._FILE_MAPS, name
+    if normal_pages:  # release() leaves maps that are not load_file's alone: no zeroed weights
+        before = {k: v.copy() for k, v in model.params.items()}
+        for value in model.params.values():
+            safetensors.release(value)
+        for name, value in model.params.items():
+            np.testing.assert_array_equal(value, before[name], err_msg=name)
 
 
 @pytest.mark.parametrize("shape", [[0, 2 ** 62, 2 ** 62], [0, 2 ** 64], [2 ** 41, 0], [0, 2 ** 21, 2 ** 21]])

@@ -9,7 +9,7 @@ from seqprob.errors import InputError
 from seqprob.gpt import GPT, GPTConfig, safetensors
 from seqprob.gpt.checkpoint import load_checkpoint, save_checkpoint
 from seqprob.ngram.binary import save_ngram
-from seqprob.tokenizers.tiktoken_io import write_tiktoken_file
+from seqprob.tokenizers.tiktoken_io import read_tiktoken_file, write_tiktoken_file
 
 
 def _kn():
@@ -25,6 +25,9 @@ READERS = {
     "load_tokenizer": sp.load_tokenizer,
     "safetensors.load_file": safetensors.load_file,
     "safetensors.read_header": safetensors.read_header,
+    "read_tiktoken_file": read_tiktoken_file,
+    "ProbabilisticGrammar.from_json": sp.ProbabilisticGrammar.from_json,
+    "ProbabilisticGrammar.from_toml": sp.ProbabilisticGrammar.from_toml,
 }
 WRITERS = {
     "write_arpa": lambda path: sp.write_arpa(_kn(), path),
@@ -32,6 +35,7 @@ WRITERS = {
     "save_checkpoint": lambda path: save_checkpoint(GPT(GPTConfig.preset("tiny")), path),
     "Tokenizer.save": lambda path: sp.CharTokenizer("ab").save(path),
     "write_tiktoken_file": lambda path: write_tiktoken_file(path, {b"a": 0}),
+    "safetensors.save_file": lambda path: safetensors.save_file({"x": np.zeros(2, np.float32)}, path),
 }
 
 
@@ -43,6 +47,13 @@ def test_a_file_name_that_is_not_one_is_an_input_error(name, bad, tmp_path, monk
     with pytest.raises(InputError, match=f"got {type(bad).__name__}"):
         fn(bad)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", sorted(READERS))
+def test_an_empty_file_name_is_an_input_error(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # not "cannot read '.': Is a directory"
+    with pytest.raises(InputError, match="empty file name"):
+        READERS[name]("")
 
 
 def test_load_model_none_is_still_the_default_model():
@@ -61,6 +72,19 @@ def test_config_keywords_that_are_not_fields_are_input_errors(call):
     with pytest.raises(InputError) as info:
         call()
     assert "n_layer" in str(info.value) or "unknown preset" in str(info.value)
+
+
+def test_config_subclasses_keep_their_own_fields():
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class MyConfig(GPTConfig):
+        extra: int = 0
+
+    assert MyConfig.preset("tiny", extra=3).extra == 3
+    assert MyConfig.preset("tiny").replace(extra=4).extra == 4
+    with pytest.raises(InputError, match="MyConfig.replace: no such field 'extr'"):
+        MyConfig.preset("tiny").replace(extr=4)
 
 
 def test_config_replace_and_preset_still_take_real_fields():

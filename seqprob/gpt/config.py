@@ -239,7 +239,7 @@ class GPTConfig:
 
     def replace(self, **changes) -> "GPTConfig":
         """A copy with some fields changed (validated again)."""
-        _check_fields(changes, "GPTConfig.replace")
+        _check_fields(type(self), changes, "replace")
         return dataclasses.replace(self, **changes)
 
     @classmethod
@@ -254,7 +254,7 @@ class GPTConfig:
         """
         if not isinstance(name, str) or name not in PRESETS:
             raise InputError(f"unknown preset {name!r}: use one of {sorted(PRESETS)}", value=name)
-        _check_fields(overrides, "GPTConfig.preset")
+        _check_fields(cls, overrides, "preset")
         return cls(**{**PRESETS[name], **overrides})
 
     def param_counts(self):
@@ -315,12 +315,13 @@ class GPTConfig:
         return rows
 
 
-def _check_fields(changes: dict, where: str) -> None:
-    """InputError naming any key that is not a GPTConfig field (not Python's TypeError)."""
-    fields = [f.name for f in dataclasses.fields(GPTConfig) if f.init]
+def _check_fields(cls, changes: dict, where: str) -> None:
+    """InputError naming any key that is not a field of ``cls`` (a GPTConfig or a subclass),
+    not Python's TypeError."""
+    fields = [f.name for f in dataclasses.fields(cls) if f.init]
     unknown = sorted(set(changes) - set(fields))
     if unknown:
-        raise InputError(f"{where}: no such GPTConfig field {unknown[0]!r}; the fields are {fields}",
+        raise InputError(f"{cls.__name__}.{where}: no such field {unknown[0]!r}; the fields are {fields}",
                          value=unknown[0])
 
 

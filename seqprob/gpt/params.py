@@ -147,7 +147,7 @@ def allocate(shape, dtype, what: str, small_pages: bool = False) -> np.ndarray:
         if small_pages and size >= SMALL_PAGES_MIN:
             return np.frombuffer(_anonymous_map(size), dtype=dtype).reshape(shape)
         return np.zeros(shape, dtype=dtype)
-    except (MemoryError, OSError):
+    except (MemoryError, OSError, OverflowError):  # OverflowError: a size mmap cannot even ask for
         raise MemoryBudgetError(f"{what} need {size / 2 ** 30:,.1f} GiB ({np.dtype(dtype)}), more than "
                                 "this machine could allocate", bytes=size) from None
 

@@ -20,6 +20,7 @@ import math
 import mmap
 import os
 import struct
+import weakref
 
 import numpy as np
 
@@ -216,8 +217,9 @@ def _mapped_range(view: np.ndarray):
     while isinstance(base, np.ndarray) and base.base is not None:
         base = base.base
     data = base if isinstance(base, mmap.mmap) else getattr(base, "obj", None)  # frombuffer: a memoryview
-    if not isinstance(data, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED") or view.size == 0:
-        return None
+    if not isinstance(data, mmap.mmap) or data not in _FILE_MAPS or not hasattr(mmap, "MADV_DONTNEED") \
+            or view.size == 0:
+        return None  # not a file of load_file: e.g. a model's parameters in anonymous memory
     bounds = getattr(np, "byte_bounds", None) or np.lib.array_utils.byte_bounds
     lo, hi = bounds(view)
     origin = np.frombuffer(data, np.uint8).ctypes.data
@@ -232,12 +234,20 @@ def bf16_to_float32(raw: np.ndarray) -> np.ndarray:
     return (raw.astype(np.uint32) << 16).view(np.float32)
 
 
+# The file maps _map made (weakly held): release() drops pages only under these, never under
+# other maps such as the anonymous memory of a model's parameters (params.allocate), whose
+# pages MADV_DONTNEED would turn into zeros.
+_FILE_MAPS = weakref.WeakSet()
+
+
 def _map(path: str):
     """A read-only memory map of the file, or None where it cannot be mapped (some network
     and FUSE file systems): the caller then reads the file instead."""
     try:
         with open(path, "rb") as handle:
-            return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            _FILE_MAPS.add(data)
+            return data
     except (OSError, ValueError) as exc:
         log.debug("cannot map %r (%s): reading it instead", path, exc)
         return None
@@ -295,7 +305,7 @@ def save_file(tensors: dict, path, metadata: dict | None = None) -> None:
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
     raw += b" " * (-len(raw) % 8)
-    with atomic_write(path, "wb") as handle:
+    with atomic_write(as_path(path), "wb") as handle:
         handle.write(struct.pack("<Q", len(raw)))
         handle.write(raw)
         for data in blobs:

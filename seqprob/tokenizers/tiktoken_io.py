@@ -137,7 +137,7 @@ def _parse_line(line: bytes, lineno: int, source: str) -> tuple[bytes, int]:
 
 def read_tiktoken_file(path) -> dict[bytes, int]:
     """Read and parse a local ``.tiktoken`` file (never cached: an edited file is re-read)."""
-    path = str(path)
+    path = str(as_path(path))
     try:
         with open(path, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size

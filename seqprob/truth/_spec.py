@@ -18,8 +18,8 @@ import sys
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
+from .._io import as_path
 from .._schema import MAX_JSON_BYTES
 from ..errors import FileFormatError, GrammarError, InputError, SeqProbFileError
 from ..vocab import BOS, EOS, UNK
@@ -175,7 +175,7 @@ def parse_spec(spec) -> ParsedSpec:
 
 def read_spec_file(path, fmt: str):
     """Read a spec from a JSON or TOML file; errors name the file."""
-    path = Path(path)
+    path = as_path(path)
     if fmt == "toml" and sys.version_info < (3, 11):
         raise InputError(f"reading TOML grammar {str(path)!r} needs Python 3.11+ (tomllib); "
                          f"use ProbabilisticGrammar.from_json on Python 3.10", path=str(path))
