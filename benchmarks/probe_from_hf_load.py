@@ -10,10 +10,11 @@ seqprob, then times ``GPT.from_hf`` alone, with ``safetensors.load_file`` readin
 into a new array (``read``, what from_hf did before) or returning views on a memory map
 (``mapped``, what it does now); the modes alternate. ``--modes mapped huge-pages`` compares
 the parameters' allocation instead: normal pages (an anonymous map, what from_hf does now)
-against numpy's memory with its huge-page advice (``huge-pages``, what it did before). Printed: median [min-max] of the wall
-time, the user and system CPU time and the minor page faults of the load, and the process's
-peak RSS (VmHWM, the process's own: its ``ru_maxrss`` would start from this parent's peak, ~850
-MiB after writing the checkpoint; mapped file pages count in it while they are mapped).
+against numpy's memory with its huge-page advice (``huge-pages``, what it did before).
+Printed: median [min-max] of the wall time, the user and system CPU time and the minor page
+faults of the load, and the process's peak RSS (VmHWM, the process's own: its ``ru_maxrss``
+would start from this parent's peak, ~850 MiB after writing the checkpoint; mapped file pages
+count in it while they are mapped).
 """
 from __future__ import annotations
 

@@ -442,7 +442,9 @@ class GPT(BaseLanguageModel):
         dest = None if out is None else self._checked_out(out, batch.shape + (self.config.vocab_size,), squeeze)
         result = self._slide(batch, stride, self._logprobs_window, offset=0, out=dest)
         self._check_finite(result, "log-probabilities")
-        return out if out is not None else result[0] if squeeze else result
+        if out is not None:
+            return out  # ``result`` is its (B, T, V) view
+        return result[0] if squeeze else result
 
     def _checked_out(self, out, shape: tuple, squeeze: bool) -> np.ndarray:
         """``out`` as the (B, T, V) array to fill, or an InputError naming what is wrong."""

@@ -126,8 +126,9 @@ def check_fits(dest: np.ndarray, value, name: str) -> None:
 
 # Parameter buffers from this size (bytes) on are kept in normal pages (see allocate). Below it
 # numpy's huge pages stay: a small model's weights are read from cache at every decoding step,
-# where 4 KiB pages cost TLB misses (config "small", 17 MB: decode +256 tokens 174 against 150
-# ms, benchmarks/probe_param_pages.py), and compacting a few huge pages costs little.
+# where 4 KiB pages cost TLB misses (config "small", 17 MB: decode +256 tokens 10% slower at 1
+# thread in normal pages, benchmarks/probe_param_pages.py), and compacting a few huge pages
+# costs little.
 SMALL_PAGES_MIN = 1 << 26
 
 
@@ -139,8 +140,9 @@ def allocate(shape, dtype, what: str, small_pages: bool = False) -> np.ndarray:
     memory map of the system's normal pages, where numpy would ask Linux for huge pages
     (``madvise(MADV_HUGEPAGE)``). For the parameters, written once and then read: on a host
     whose free memory is fragmented, each huge-page fault compacts memory first (``defrag``
-    = ``madvise``, the usual default), which made loading GPT-2-124M 1.0-1.2 s of kernel time
-    against 0.3 s in normal pages (``benchmarks/probe_from_hf_load.py``).
+    = ``madvise``, the usual default), which made loading GPT-2-124M take 0.97 s, 0.85 s of it
+    kernel time, against 0.30 s and 0.21 s in normal pages (medians of 8,
+    ``benchmarks/probe_from_hf_load.py --modes mapped huge-pages``).
     """
     size = math.prod(np.atleast_1d(shape).tolist()) * np.dtype(dtype).itemsize
     try:
