@@ -312,7 +312,8 @@ class AdamW:
 
     def load_state_dict(self, state: Mapping) -> "AdamW":
         """Restore a :meth:`state_dict`; a missing key or a shape mismatch raises
-        :class:`~seqprob.errors.CheckpointError` naming it."""
+        :class:`~seqprob.errors.CheckpointError` naming it. Everything is checked before
+        anything is set: a refused state leaves the optimizer as it was."""
         for key in ("step", "lr", "betas", "eps", "weight_decay", "m", "v"):
             if key not in state:
                 raise CheckpointError(f"optimizer state has no {key!r}", key=key)
@@ -331,16 +332,16 @@ class AdamW:
                                           f"{np.shape(arr)}, parameter has {self.params[name].shape}",
                                           key=f"{moment}.{name}")
                 _check_moment(moment, name, arr)
+        decay = self._decay_names(state["decay"]) if "decay" in state else None
         for name in self.names:
             np.copyto(self.m[name], state["m"][name])
             np.copyto(self.v[name], state["v"][name])
         self.t = t
-        self.lr, self.betas, self.eps, self.weight_decay = hyper
-        if "decay" in state:
-            self.decay_names = self._decay_names(state["decay"])
+        self.lr, self.betas, self.eps, self.weight_decay = hyper  # in range: _checked_scalars
+        if decay is not None:
+            self.decay_names = decay
             self._decay_spans = self._merged_spans(n for n in self.names if n in self.decay_names)
         self._chunk_spans = self._chunk_decay(self.m_flat_.size)
-        self._check_hyper()
         return self
 
     @staticmethod

@@ -250,14 +250,19 @@ class _Run:
                 log.info("no checkpoint in %s yet: starting fresh", self.checkpoint)
                 return
             resume = self.checkpoint
-        _peek_training_state(resume)  # refused before the weights are written into the model
-        ckpt = load_checkpoint(resume, model=self.model)
-        if ckpt.optimizer_state is None or not ckpt.extra or "rng" not in ckpt.extra:
-            raise InputError(f"checkpoint {str(resume)!r} has no optimizer/training state to resume "
-                             f"from (it was saved by model.save, not by train)", path=str(resume))
-        step, seconds, rows = _training_state(ckpt.extra, resume)
-        self.rng.bit_generator.state = _rng_state(ckpt.extra["rng"], resume)
-        opt.load_state_dict(ckpt.optimizer_state)
+        taken = {}
+
+        def take_state(opt_state, extra):  # before any weight is written: a refusal changes nothing
+            if opt_state is None or not extra or "rng" not in extra:
+                raise InputError(f"checkpoint {str(resume)!r} has no optimizer/training state to resume "
+                                 f"from (it was saved by model.save, not by train)", path=str(resume))
+            taken["progress"] = _training_state(extra, resume)
+            taken["rng"] = _rng_state(extra["rng"], resume)
+            opt.load_state_dict(opt_state)  # checks everything before it sets anything
+
+        ckpt = load_checkpoint(resume, model=self.model, check=take_state)
+        step, seconds, rows = taken["progress"]
+        self.rng.bit_generator.state = taken["rng"]
         saved = ckpt.extra.get("settings")
         saved = saved if isinstance(saved, dict) else {}
         changed = {k: (v, saved.get(k)) for k, v in self.settings().items() if saved.get(k) != v}
@@ -384,25 +389,3 @@ def _rng_state(state, path) -> dict:
         raise CheckpointError(f"training state of {str(path)!r}: 'rng' is not a PCG64 generator "
                               f"state ({exc})", path=str(path), field="rng") from None
     return state
-
-
-def _peek_training_state(path) -> None:
-    """Check a checkpoint's training.json and optimizer.json scalars before anything is loaded
-    from it (an unreadable, oversized or missing file is left to
-    :func:`~seqprob.gpt.checkpoint.load_checkpoint` to report)."""
-    from .errors import SeqProbError
-    from .gpt.checkpoint import _load_json_file  # its size limit and error handling
-
-    def read(name):
-        try:
-            data = _load_json_file(Path(path) / name)
-        except SeqProbError:
-            return None
-        return data if isinstance(data, dict) else None
-
-    extra, state = read("training.json"), read("optimizer.json")
-    if extra is not None and "rng" in extra:
-        _training_state(extra, path)
-        _rng_state(extra["rng"], path)
-    if state is not None and all(k in state for k in ("step", "lr", "betas", "eps", "weight_decay")):
-        AdamW._checked_scalars(state)  # its moments are checked with the tensors, at load

@@ -76,11 +76,28 @@ def test_resume_true_without_checkpoint_starts_fresh(tmp_path):
         train(GPT(CFG), STREAM, steps=3, resume=True, **kw())
 
 
-def test_resume_from_model_save_is_refused(tmp_path):
+def test_resume_from_model_save_is_refused_and_changes_nothing(tmp_path):
     from seqprob.gpt.checkpoint import save_checkpoint
-    save_checkpoint(GPT(CFG), tmp_path / "m")
+    save_checkpoint(GPT(CFG, seed=1), tmp_path / "m")
+    model = GPT(CFG, seed=2)
+    before = model.flat_params_.copy()
     with pytest.raises(InputError, match="no optimizer"):
-        train(GPT(CFG), STREAM, steps=3, resume=tmp_path / "m", **kw())
+        train(model, STREAM, steps=3, resume=tmp_path / "m", **kw())
+    np.testing.assert_array_equal(model.flat_params_, before)  # refused before the weights go in
+
+
+def test_a_refused_optimizer_state_leaves_model_and_optimizer_as_they_were(tmp_path):
+    """A decay list naming an unknown parameter is found after the scalars and moments were
+    checked: the user's optimizer and the model must both be untouched."""
+    train(GPT(CFG), STREAM, steps=3, checkpoint=tmp_path / "ck", **kw())
+    _tamper(tmp_path / "ck", "optimizer.json", lambda d: d.__setitem__("decay", ["no.such.param"]))
+    model = GPT(CFG, seed=5)
+    opt = AdamW(model.params, lr=1e-3)
+    before, lr, t = model.flat_params_.copy(), opt.lr, opt.t
+    with pytest.raises(InputError, match="no.such.param"):
+        train(model, STREAM, steps=6, checkpoint=tmp_path / "ck", resume=True, optimizer=opt, **kw())
+    np.testing.assert_array_equal(model.flat_params_, before)
+    assert (opt.lr, opt.t) == (lr, t) and not opt.m_flat_.any()
 
 
 def _tamper(folder, name, change):

@@ -242,7 +242,7 @@ def _swap_in(tmp: Path, path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- loading
-def load_checkpoint(path, model=None, dtype: str | None = None) -> Checkpoint:
+def load_checkpoint(path, model=None, dtype: str | None = None, check=None) -> Checkpoint:
     """Read a checkpoint folder written by :func:`save_checkpoint`.
 
     Parameters
@@ -254,6 +254,10 @@ def load_checkpoint(path, model=None, dtype: str | None = None) -> Checkpoint:
         building a new one.
     dtype : {"float32", "float64"}, optional
         Build the model in this dtype instead of the saved one (weights are cast).
+    check : callable, optional
+        ``check(optimizer_state, extra)``, called once every file is read and verified and
+        before anything is written into ``model``: it may raise to refuse the checkpoint,
+        which then leaves ``model`` as it was (resuming a training run uses it).
 
     Returns
     -------
@@ -292,10 +296,8 @@ def load_checkpoint(path, model=None, dtype: str | None = None) -> Checkpoint:
         model = _model_class(header, path)(config, seed=0, **_vocab_kwargs(header))
     else:
         _check_same_config(model.config, config, path)
-    if "tokenizer.json" in manifest:
-        model.tokenizer = load_tokenizer(path / "tokenizer.json")
+    tokenizer = load_tokenizer(path / "tokenizer.json") if "tokenizer.json" in manifest else None
     weights = _read_tensors(_tensor_file(path, "model", manifest))
-    _load_weights(model, weights, path)
     opt_state = None
     if "optimizer.json" in manifest:
         opt_state = _read_json(path, "optimizer.json", manifest)
@@ -304,6 +306,13 @@ def load_checkpoint(path, model=None, dtype: str | None = None) -> Checkpoint:
             opt_state[key] = {n[len(key) + 1:]: a for n, a in moments.items() if n.startswith(key + ".")}
     extra = (_read_json(path, "training.json", manifest, want_object=False)
              if "training.json" in manifest else None)
+    _check_weights(model, weights, path)
+    if check is not None:
+        check(opt_state, extra)
+    for name, value in weights.items():  # every refusal is behind: the model changes from here
+        copy_into(model.params[name], value)
+    if tokenizer is not None:
+        model.tokenizer = tokenizer
     return Checkpoint(model=model, optimizer_state=opt_state, extra=extra, path=path)
 
 
@@ -439,7 +448,9 @@ def _check_same_config(have, saved, path: Path) -> None:
                           + "; ".join(diffs) + ")", path=str(path), differences=diffs)
 
 
-def _load_weights(model, weights: dict, path: Path) -> None:
+def _check_weights(model, weights: dict, path: Path) -> None:
+    """CheckpointError unless every saved tensor can go into ``model`` (names, shapes, finite
+    floats within its dtype's range); nothing is copied."""
     params = model.params
     missing = [n for n in params if n not in weights]
     unexpected = [n for n in weights if n not in params]
@@ -447,7 +458,7 @@ def _load_weights(model, weights: dict, path: Path) -> None:
         raise CheckpointError(f"checkpoint {str(path)!r} does not match the config: missing "
                               f"parameters {missing[:5]}, unexpected {unexpected[:5]}",
                               missing=missing, unexpected=unexpected)
-    for name, value in weights.items():  # all checked before any is copied into the model
+    for name, value in weights.items():
         if value.shape != params[name].shape:
             raise CheckpointError(f"parameter {name!r} has shape {value.shape} in the checkpoint, "
                                   f"the config needs {params[name].shape}", name=name)
@@ -455,8 +466,6 @@ def _load_weights(model, weights: dict, path: Path) -> None:
             raise CheckpointError(f"parameter {name!r} in the checkpoint is not finite floats "
                                   f"(dtype {value.dtype})", name=name)
         check_fits(params[name], value, name)
-    for name, value in weights.items():
-        copy_into(params[name], value)
 
 
 # ------------------------------------------------ this family joins the model registry
