@@ -69,10 +69,10 @@ class _Redraws:
         self.shape = (n_boot, n_items)
         self.rows = max(1, WHOLE_BOOT_BYTES // (8 * n_items))
         rng = _rng(seed)
-        # a Generator passed in gives an independent child each call (and is advanced); an
-        # integer seed gives the same generator every time (reproducible)
+        # a Generator passed in gives a new independent child at each call (its seed sequence
+        # counts the children spawned); an integer seed the same generator every time
         given = isinstance(seed, (np.random.Generator, np.random.BitGenerator))
-        self._start = rng.spawn(1)[0] if given else copy.deepcopy(rng)
+        self._start = rng.spawn(1)[0] if given else rng
         self._whole = self._draw(copy.deepcopy(self._start), n_boot) if n_boot <= self.rows else None
 
     def _draw(self, rng, rows: int) -> np.ndarray:
@@ -93,7 +93,10 @@ class _Redraws:
 
 def _numbers(name: str, values) -> np.ndarray:
     """``values`` as a non-empty 1-D float array of finite numbers, or InputError naming ``name``."""
-    arr = None if values is None or isinstance(values, (str, bytes, dict)) else np.asarray(values)
+    try:
+        arr = None if values is None or isinstance(values, (str, bytes, dict)) else np.asarray(values)
+    except (ValueError, TypeError):  # ragged nested sequences
+        arr = None
     if arr is None or arr.dtype.kind not in "biuf" or arr.ndim != 1 or not len(arr):
         raise InputError(f"{name} must be a non-empty 1-D sequence of numbers, got {values!r:.60}",
                          value=type(values).__name__)

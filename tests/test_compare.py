@@ -126,6 +126,7 @@ def test_a_model_with_probability_zero_is_named_not_nan(kn):
     (None, None, "numer must be a non-empty 1-D sequence"),
     ([1, 2], None, "denom must be a non-empty 1-D sequence"),
     ([[1, 2]], [[1, 2]], "numer must be a non-empty 1-D sequence"),
+    ([[1, 2], [3]], [1, 2], "numer must be a non-empty 1-D sequence"),  # ragged
     ([1, 2], [0, 0], "denominators must be >= 0 with a positive sum, got denom\\[0\\] = 0.0 and a sum of 0.0"),
     ([1, 2], [1, -1], "got denom\\[1\\] = -1.0"),
     ([np.nan, 1], [1, 1], "numer\\[0\\] is nan: every value must be a finite number"),
