@@ -56,7 +56,7 @@ def _pid_alive(pid: int) -> bool:
 
 def remove_stale_temps(path) -> list[Path]:
     """Delete temporaries beside ``path`` left by processes that no longer exist; return them."""
-    path = Path(path)
+    path = as_path(path)
     directory = path.parent if str(path.parent) else Path(".")
     removed = []
     try:
@@ -104,7 +104,7 @@ def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
     :class:`SeqProbFileError`, text that cannot be encoded (a lone surrogate) an
     :class:`InputError`.
     """
-    path = Path(path)
+    path = as_path(path)
     _writable_target(path)
     remove_stale_temps(path)
     tmp = temp_name(path)
@@ -149,7 +149,7 @@ def _umask() -> int:
 def make_temp_dir(path) -> Path:
     """A fresh temporary folder beside ``path`` (``.NAME.seqprob-tmp-PID-RANDOM``), after
     removing stale ones of dead processes; the caller renames it into place or removes it."""
-    path = Path(path)
+    path = as_path(path)
     directory = path.parent if str(path.parent) else Path(".")
     remove_stale_temps(path)
     tmp = temp_name(path)
@@ -226,7 +226,7 @@ def check_text(text, what: str = "text") -> str:
 
 def ensure_writable_dir(path) -> Path:
     """Create ``path`` (and parents) if needed and check that files can be written in it."""
-    path = Path(path)
+    path = as_path(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
         remove_stale_temps(path / "write-test")

@@ -36,7 +36,15 @@ WRITERS = {
     "Tokenizer.save": lambda path: sp.CharTokenizer("ab").save(path),
     "write_tiktoken_file": lambda path: write_tiktoken_file(path, {b"a": 0}),
     "safetensors.save_file": lambda path: safetensors.save_file({"x": np.zeros(2, np.float32)}, path),
+    "ProbabilisticGrammar.to_json": lambda path: sp.toy_english().to_json(path),
+    "write_arpa_stream": lambda path: _write_arpa_stream(path),
 }
+
+
+def _write_arpa_stream(path):
+    from seqprob.ngram._arpa_stream import write_arpa_stream
+    model = _kn()
+    return write_arpa_stream(model.tables_, model.vocab, path)
 
 
 @pytest.mark.parametrize("bad", [None, 3, ["model.arpa"]], ids=["None", "int", "list"])
@@ -54,6 +62,14 @@ def test_an_empty_file_name_is_an_input_error(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # not "cannot read '.': Is a directory"
     with pytest.raises(InputError, match="empty file name"):
         READERS[name]("")
+
+
+@pytest.mark.parametrize("name", sorted(WRITERS))
+def test_a_writer_given_an_empty_file_name_writes_nothing(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # an empty name must not become "." (the current folder)
+    with pytest.raises(InputError, match="empty file name"):
+        WRITERS[name]("")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_load_model_none_is_still_the_default_model():

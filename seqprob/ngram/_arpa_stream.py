@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_write
+from .._io import as_path, atomic_write
 from ..errors import InputError
 from ..vocab import Vocab
 from .tables import BackoffTables
@@ -58,7 +58,7 @@ def write_arpa_stream(tables: BackoffTables, vocab: Vocab, path, block_rows: int
     ['ngram 1=5', 'ngram 2=6']
     """
     names = arpa_names(vocab)  # (V, longest name) bytes
-    path = Path(path)
+    path = as_path(path)
     bar = progress_bar(progress, sum(tables.sizes()), "writing ARPA")
     try:
         with atomic_write(path, "wb") as handle:

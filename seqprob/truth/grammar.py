@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sparse
 from scipy.sparse.linalg import spsolve
 
-from .._io import atomic_write
+from .._io import as_path, atomic_write
 from ..base import BaseLanguageModel
 from ..checks import check_int
 from ..errors import GrammarError, InputError
@@ -443,7 +443,7 @@ class ProbabilisticGrammar(BaseLanguageModel):
 
     def to_json(self, path) -> Path:
         """Write the spec as JSON (atomically); returns the path."""
-        path = Path(path)
+        path = as_path(path)
         with atomic_write(path) as handle:
             json.dump(self.to_dict(), handle, ensure_ascii=False, indent=1)
         return path

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_write
+from .._io import as_path, atomic_write
 from ..checks import check_int
 from ..errors import InputError
 from .grammar import ProbabilisticGrammar
@@ -264,7 +264,7 @@ def spec_to_json(spec: dict) -> str:
 
 def write_toy_english_json(path=None):
     """Regenerate ``seqprob/data/toy_english.json`` (or ``path``) from :func:`toy_english_spec`."""
-    path = Path(path or _spec_resource())
+    path = Path(_spec_resource()) if path is None else as_path(path)
     with atomic_write(path) as handle:
         handle.write(spec_to_json(toy_english_spec()))
     path.chmod(0o644)  # package data: readable by everyone
