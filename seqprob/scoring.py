@@ -313,20 +313,8 @@ def score(models, texts_or_ids, tokenizer=None, bos: bool = True, eos: bool = Tr
     return df
 
 
-def check_any_stride(model, stride) -> None:
-    """For a model without a finite context (an n-gram model), where ``stride`` is ignored:
-    :class:`InputError` unless it is None or an integer >= 1 (a model with a context checks
-    ``stride`` against it in :func:`seqprob.windows.check_stride`)."""
-    from .checks import check_int
-    from .windows import context_size
-
-    if stride is not None and context_size(model) is None:
-        check_int("stride", stride, low=1)
-
-
 def _score_windowed(model, encoded: list, with_distribution: bool, stride, bos_per_window: bool) -> list:
     """:func:`_score_model`, with sliding windows (:mod:`seqprob.windows`) when asked for."""
-    check_any_stride(model, stride)
     if stride is None and not bos_per_window:
         return _score_model(model, encoded, with_distribution)
     from .windows import score_all

@@ -18,6 +18,7 @@ import logging
 
 import numpy as np
 
+from .checks import check_int
 from .errors import ContextLengthError, InputError
 
 __all__ = ["context_size", "plan_windows", "window_logprobs", "window_token_logprobs", "check_stride"]
@@ -76,8 +77,17 @@ def plan_windows(n: int, width: int, stride: int, bos_per_window: bool = False) 
     return windows
 
 
+def _check_ignored_stride(stride) -> None:
+    """A model without a finite context (an n-gram model) ignores ``stride``, but a value given
+    must still be a window step (None or an integer >= 1): a typo is not silently dropped."""
+    if stride is not None:
+        check_int("stride", stride, low=1)
+
+
 def _windows_for(model, n: int, stride, bos_per_window: bool):
     width = context_size(model)
+    if width is None:
+        _check_ignored_stride(stride)
     if width is None or n <= width:
         return None
     if stride is None:
@@ -166,6 +176,7 @@ def score_all(model, encoded: list, with_distribution: bool, stride, bos_per_win
     by ``score_batched(model, encoded, with_distribution)``."""
     width = context_size(model)
     if width is None:
+        _check_ignored_stride(stride)
         if stride is not None or bos_per_window:
             log.info("%s has no finite context: stride/bos_per_window ignored", type(model).__name__)
         return score_batched(model, encoded, with_distribution)

@@ -21,7 +21,7 @@ import numpy as np
 from ._io import check_text
 from .errors import InputError, TokenizerError
 from .functional import LN2, LN10, logsumexp
-from .scoring import _as_items, _as_models, _model_tokenizer, check_any_stride, encode_for_model
+from .scoring import _as_items, _as_models, _model_tokenizer, encode_for_model
 from .windows import window_logprobs
 
 __all__ = ["word_scores", "WordAlignmentError", "word_start_mask", "token_byte_spans"]
@@ -209,7 +209,6 @@ def word_scores(models, texts, tokenizer=None, words="whitespace", eos: bool = T
     contexts = _contexts(context, len(items))
     frames = []
     for name, model in models.items():
-        check_any_stride(model, stride)
         tok = _model_tokenizer(model, tokenizer)
         if tok is None:
             raise InputError("word_scores needs a tokenizer: pass tokenizer=... or use a model with .tokenizer")

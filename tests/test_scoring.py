@@ -324,6 +324,14 @@ def test_bad_stride_is_refused_for_a_model_without_a_context(table, stride):
         sp.perplexity(table, ["the cat"], stride=stride)
 
 
+@pytest.mark.parametrize("stride", [0, "x"])
+def test_the_window_functions_refuse_a_bad_stride_for_a_model_without_a_context(table, stride):
+    """The check lives in seqprob.windows: every caller, public or not, gets it."""
+    from seqprob.windows import window_logprobs
+    with pytest.raises(InputError, match="stride must be an integer >= 1"):
+        window_logprobs(table, [0, 1], stride=stride)
+
+
 @given(st.integers(1, 10 ** 9))
 def test_any_positive_stride_is_ignored_by_a_model_without_a_context(stride):
     table = sp.JointTable().fit(LINES)
