@@ -193,14 +193,15 @@ def test_f16_weights_load(tmp_path):
 
 
 def test_f64_values_beyond_the_float32_range_are_refused_by_name(tmp_path):
-    """Finite in the file (float64 1e300), inf once cast to float32: a CheckpointError at load
-    (also for a tensor written into a fused parameter), and dtype='float64' loads it."""
+    """Finite in the file (float64 1e300), inf once cast to float32: a CheckpointError naming
+    the file's tensor before anything is copied (also one that goes into a fused parameter),
+    and dtype='float64' loads it."""
     from seqprob.gpt.safetensors import load_file, save_file
     folder = _copy(tmp_path)
     tensors = {k: v.astype(np.float64) for k, v in load_file(folder / "model.safetensors").items()}
     tensors["model.layers.0.self_attn.k_proj.weight"][0, 0] = 1e300  # part of the fused q|k|v
     save_file(tensors, folder / "model.safetensors")
-    with pytest.raises(CheckpointError, match=r"'h.0.attn.c_attn.w' holds values beyond the range of float32"):
+    with pytest.raises(CheckpointError, match=r"'model.layers.0.self_attn.k_proj.weight' holds values beyond the range of float32"):
         GPT.from_hf(folder)
     assert np.isfinite(GPT.from_hf(folder, dtype="float64").params["h.0.attn.c_attn.w"]).all()
 

@@ -509,8 +509,7 @@ def from_hf(path, dtype: str = "float32", tokenizer=None, cls=None):
     kind = "llama" if _kind(hf) in ("llama", "mistral", "qwen2") else _kind(hf)
     files = [path] if path.is_file() else _shards(folder)
     tensors, where, bf16 = _read_all(files, _SKIP[kind])
-    _check_finite(tensors, bf16)
-    narrowing = any(v.dtype.itemsize > np.dtype(config.dtype).itemsize for v in tensors.values())
+    _check_finite(tensors, bf16, config.dtype)
     special = {k: hf.get(k) for k in ("bos_token_id", "eos_token_id")}
     special = {k: v if isinstance(v, int) and 0 <= v < config.vocab_size else None for k, v in special.items()}
     model = cls(config, seed=0, _init=False, bos_id=special["bos_token_id"], eos_id=special["eos_token_id"])
@@ -521,34 +520,28 @@ def from_hf(path, dtype: str = "float32", tokenizer=None, cls=None):
     if config.tie_weights:
         params.pop("lm_head.w", None)
     model.load_params(params, strict=True)  # every parameter: nothing is left at zero
-    if narrowing:  # a float64 file into float32 (a pass over the model only then)
-        _check_in_range(model)
     if tokenizer is not None:
         model.tokenizer = tokenizer
     return model
 
 
-def _check_in_range(model) -> None:
-    """The file's values were finite (:func:`_check_finite`); any inf now is a value the cast
-    to the model's dtype overflowed (a float64 1e300 in float32): refused by name."""
-    for name, value in model.params.items():
-        if value.size and not (math.isfinite(value.min()) and math.isfinite(value.max())):
-            limit = float(np.finfo(value.dtype).max)
-            raise CheckpointError(f"tensor for {name!r} holds values beyond the range of "
-                                  f"{value.dtype} (|x| <= {limit:.4g}); load it with dtype='float64'",
-                                  name=name, limit=limit)
-
-
-def _check_finite(tensors: dict, bf16=frozenset()) -> None:
+def _check_finite(tensors: dict, bf16=frozenset(), dtype="float32") -> None:
+    """CheckpointError unless every tensor holds finite floats that fit the model's ``dtype``
+    (a float64 1e300 would become inf in float32), before anything is copied."""
+    limit = float(np.finfo(dtype).max)
     for name, value in tensors.items():
-        if name in bf16:
-            finite = _bf16_finite(value)
+        if name in bf16:  # BF16 has float32's exponent range: finite is enough
+            finite, top = _bf16_finite(value), 0.0
         elif not np.issubdtype(value.dtype, np.floating):
             raise CheckpointError(f"tensor {name!r} has dtype {value.dtype}, expected floats", name=name)
         else:  # NaN propagates through min and max, an inf is one of them: two passes, no (N,) mask
-            finite = not value.size or (math.isfinite(value.min()) and math.isfinite(value.max()))
+            lo, hi = (float(value.min()), float(value.max())) if value.size else (0.0, 0.0)
+            finite, top = math.isfinite(lo) and math.isfinite(hi), max(-lo, hi)
         if not finite:
             raise CheckpointError(f"tensor {name!r} holds NaN or inf values", name=name)
+        if top > limit:
+            raise CheckpointError(f"tensor {name!r} holds values beyond the range of {np.dtype(dtype)} "
+                                  f"(|x| <= {limit:.4g}); load it with dtype='float64'", name=name, limit=limit)
         st.release(value)  # read again when it is copied: no need to keep every page mapped
 
 
