@@ -21,7 +21,8 @@ import numpy as np
 from ._io import check_text
 from .errors import InputError, TokenizerError
 from .functional import LN2, LN10, logsumexp
-from .scoring import _as_items, _as_models, _model_tokenizer, encode_for_model
+from .scoring import _as_models, _model_tokenizer, encode_for_model
+from .tokenizers.base import iter_texts
 from .windows import window_logprobs
 
 __all__ = ["word_scores", "WordAlignmentError", "word_start_mask", "token_byte_spans"]
@@ -204,8 +205,10 @@ def word_scores(models, texts, tokenizer=None, words="whitespace", eos: bool = T
     """
     import pandas as pd
 
-    models, items = _as_models(models), _as_items(texts, "texts")
-    items = [check_text(item, f"texts[{i}]") for i, item in enumerate(items)]
+    models = _as_models(models)
+    items = [check_text(texts, "texts")] if isinstance(texts, str) else list(iter_texts(texts, "texts"))
+    if not items:
+        raise InputError("nothing to score: the list of texts is empty")
     contexts = _contexts(context, len(items))
     frames = []
     for name, model in models.items():
@@ -222,10 +225,7 @@ def _contexts(context, n: int) -> list:
     """One context (None or a checked str) per text."""
     if context is None or isinstance(context, str):
         return [None if context is None else check_text(context, "context")] * n
-    if isinstance(context, (dict, bytes, bytearray, memoryview)) or not hasattr(context, "__iter__"):
-        raise InputError(f"context must be a str or a list of str, got {type(context).__name__}",
-                         value=type(context).__name__)
-    context = [check_text(c, f"context[{i}]") for i, c in enumerate(context)]
+    context = list(iter_texts(context, "context"))
     if len(context) != n:
         raise InputError(f"context has {len(context)} items for {n} texts", value=len(context), limit=n)
     return context
