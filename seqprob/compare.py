@@ -160,6 +160,11 @@ def bootstrap_ratio(numer, denom, n_boot: int = 1000, seed=None, confidence: flo
     n_boot, confidence = _check(n_boot, confidence)
     w = _Redraws(len(numer), n_boot, seed) if weights is None else weights
     sums = w @ np.column_stack([numer, denom])  # (n_boot, 2): one pass over the redraws
+    return _ratio_interval(numer, denom, sums, confidence)
+
+
+def _ratio_interval(numer, denom, sums, confidence: float) -> tuple[float, float, float]:
+    """(sum numer / sum denom, low, high) from the replicates' sums (n_boot, 2) of numer and denom."""
     if not (sums[:, 1] > 0).all():
         raise InputError("a bootstrap replicate drew only items whose denominator is 0: its ratio "
                          "is undefined (too few items with a denominator > 0)",
@@ -258,17 +263,24 @@ def compare(models, texts, tokenizer=None, n_boot: int = 1000, seed=None, confid
     weights = _Redraws(len(texts), n_boot, seed)  # checks the seed before any scoring
     stats = {name: _per_sentence(name, m, texts, tokenizer, bos, eos, stride, bos_per_window)
              for name, m in models.items()}
-    rows = [_model_row(name, *s, weights, n_boot, confidence) for name, s in stats.items()]
-    pairs = [_pair_row(a, b, stats[a], stats[b], weights, confidence)
+    # every model's (bits, tokens, bytes) columns in one product: one pass over the redraws
+    # (drawn again in chunks past WHOLE_BOOT_BYTES) however many models and pairs
+    stats = {name: (nll / LN2, tokens, nbytes) for name, (nll, tokens, nbytes) in stats.items()}
+    sums = weights @ np.column_stack([col for s in stats.values() for col in s])  # (n_boot, 3k)
+    sums = {name: sums[:, 3 * i:3 * i + 3] for i, name in enumerate(stats)}
+    rows = [_model_row(name, stats[name], sums[name], confidence) for name in stats]
+    pairs = [_pair_row(a, b, stats[a], stats[b], sums[a], sums[b], confidence)
              for a, b in itertools.combinations(stats, 2)]
     pair_cols = ["model_a", "model_b", "metric", "difference", "low", "high", "p_value"]
     return Comparison(pd.DataFrame(rows), pd.DataFrame(pairs, columns=pair_cols), confidence, n_boot)
 
 
-def _model_row(name, nll, tokens, nbytes, weights, n_boot, confidence) -> dict:
-    bpt = bootstrap_ratio(nll / LN2, tokens, n_boot, confidence=confidence, weights=weights)
-    bpb = bootstrap_ratio(nll / LN2, nbytes, n_boot, confidence=confidence, weights=weights)
-    row = {"model": name, "n_sentences": len(nll), "n_tokens": int(tokens.sum()), "n_bytes": int(nbytes.sum())}
+def _model_row(name, stat, sums, confidence) -> dict:
+    """One model's row from its per-sentence (bits, tokens, bytes) and their replicate sums."""
+    bits, tokens, nbytes = stat
+    bpt = _ratio_interval(bits, tokens, sums[:, [0, 1]], confidence)
+    bpb = _ratio_interval(bits, nbytes, sums[:, [0, 2]], confidence)
+    row = {"model": name, "n_sentences": len(bits), "n_tokens": int(tokens.sum()), "n_bytes": int(nbytes.sum())}
     for key, value in zip(("perplexity", "perplexity_low", "perplexity_high"), bpt):
         row[key] = 2.0 ** value if value < 1024 else math.inf  # past float64's range
     row.update(zip(("bits_per_token", "bits_per_token_low", "bits_per_token_high"), bpt))
@@ -276,13 +288,13 @@ def _model_row(name, nll, tokens, nbytes, weights, n_boot, confidence) -> dict:
     return row
 
 
-def _pair_row(a, b, sa, sb, weights, confidence) -> dict:
+def _pair_row(a, b, sa, sb, sums_a, sums_b, confidence) -> dict:
+    """The paired difference of two models' rates over the same replicates."""
     same_tokens = np.array_equal(sa[1], sb[1])
     metric = "bits_per_token" if same_tokens else "bits_per_byte"
-    den_a, den_b = (sa[1], sb[1]) if same_tokens else (sa[2], sb[2])
-    sums = weights @ np.column_stack([sa[0] / LN2, den_a, sb[0] / LN2, den_b])  # (n_boot, 4)
-    reps = sums[:, 0] / sums[:, 1] - sums[:, 2] / sums[:, 3]
-    point = sa[0].sum() / LN2 / den_a.sum() - sb[0].sum() / LN2 / den_b.sum()
+    d = 1 if same_tokens else 2  # the denominator's column
+    reps = sums_a[:, 0] / sums_a[:, d] - sums_b[:, 0] / sums_b[:, d]
+    point = sa[0].sum() / sa[d].sum() - sb[0].sum() / sb[d].sum()
     tail = (1 - confidence) / 2
     low, high = np.quantile(reps, [tail, 1 - tail])
     R = len(reps)

@@ -110,6 +110,22 @@ def test_compare_is_the_same_with_chunked_redraws(kn, monkeypatch):
     pd.testing.assert_frame_equal(sp.compare(kn, texts, n_boot=200, seed=0).models, before)
 
 
+def test_compare_draws_the_redraws_once_however_many_models(kn, monkeypatch):
+    """Chunked redraws are drawn again for every product: compare makes one product of every
+    model's columns, so three models (three rows, three pairs) cost one pass of draws."""
+    C = sys.modules["seqprob.compare"]
+    texts = ["a b", "b c", "c a b", "a a", "b"] * 4
+    models = {"kn": kn, "wb": sp.ngram.WittenBell(order=2).fit(["a b c", "b c a", "c a b"]),
+              "ad": sp.ngram.AbsoluteDiscount(order=2, discount=0.5).fit(["a b c", "b c a", "c a b"])}
+    monkeypatch.setattr(C, "WHOLE_BOOT_BYTES", 8 * len(texts) * 40)  # 40 replicates a chunk
+    draws = []
+    real = C._Redraws._draw
+    monkeypatch.setattr(C._Redraws, "_draw", lambda self, rng, rows: draws.append(rows) or real(self, rng, rows))
+    cmp = sp.compare(models, texts, n_boot=200, seed=0)
+    assert len(cmp.models) == 3 and len(cmp.pairs) == 3
+    assert draws == [40] * 5  # one pass of 200 replicates in chunks of 40
+
+
 def test_a_model_with_probability_zero_is_named_not_nan(kn):
     mle = sp.ngram.MLE(order=2).fit(C)
     with pytest.raises(InputError, match="model 'mle' assigns probability 0 to token 'zz' \\(text 0, position 1\\)"):
