@@ -65,8 +65,9 @@ def corpus_sums(model, lines, eos: bool = True) -> dict | None:
     Returns
     -------
     dict
-        The counts and totals of ``SUM_FIELDS`` (log-probabilities in nats) and ``zeros``: up
-        to 20 (line, position, token) with probability 0.
+        The counts and totals of ``SUM_FIELDS`` (log-probabilities in nats), ``zeros``: up
+        to 20 (line, position, token) with probability 0, and ``max_logprob``: the largest
+        token log-probability (NaN if any is; above 0 or NaN: a corrupt model).
 
     Examples
     --------
@@ -130,7 +131,7 @@ def _block_sums(model, index, block: bytes, eos: bool) -> dict:
 
 def _max_nan(a: float, b: float) -> float:
     """max(a, b), NaN if either is (Python's max would drop a NaN)."""
-    return a + b if a != a or b != b else max(a, b)
+    return float(np.maximum(a, b))
 
 
 def _merge(sums: dict, part: dict) -> None:
