@@ -229,11 +229,12 @@ def _shard_path(folder: Path, name) -> Path:
                               "paths inside the model folder", path=str(index), shard=name)
     try:
         path = (folder / name).resolve()
-        is_file = path.is_file()
+        inside = path.is_relative_to(folder.resolve())
+        is_file = inside and path.is_file()  # nothing outside the folder is even looked at
     except OSError as exc:  # e.g. a name past the file system's length limit
         raise CheckpointError(f"{str(index)!r} names a shard {name[:60]!r} that cannot be opened: "
                               f"{exc.strerror or exc}", path=str(index), shard=name) from None
-    if not path.is_relative_to(folder.resolve()):
+    if not inside:
         raise CheckpointError(f"{str(index)!r} names a shard {name!r} that resolves to {str(path)!r}, "
                               "outside the model folder", path=str(index), shard=name)
     if not is_file:
