@@ -120,24 +120,52 @@ def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise_write_error(exc, path)
+        left = remove_temp(tmp)
+        raise_write_error(exc, path, left)
         raise
 
 
-def raise_write_error(exc: BaseException, path: Path) -> None:
-    """Turn an OSError or UnicodeEncodeError met while writing ``path`` into a SeqProbError."""
+def remove_temp(tmp: Path) -> Path | None:
+    """Remove the temporary file or folder ``tmp``; return it if it could not be removed (a
+    folder made read-only meanwhile), so that the error can name what was left behind."""
+    try:
+        if tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp)
+        else:
+            tmp.unlink(missing_ok=True)
+    except OSError:
+        return tmp if os.path.lexists(tmp) else None
+    return None
+
+
+def _left_behind(left: Path | None) -> str:
+    if left is None:
+        return ""
+    return (f"; the temporary {str(left)!r} could not be removed and was left behind (delete it; "
+            "the next write to this name also removes it once this process has ended)")
+
+
+def raise_write_error(exc: BaseException, path: Path, left: Path | None = None) -> None:
+    """Turn an OSError or UnicodeEncodeError met while writing ``path`` into a SeqProbError;
+    ``left``: a temporary that could not be removed, named in the message (and ``.data``).
+    A SeqProbError raised inside the write gets the same note when something was left."""
+    note = _left_behind(left)
     if isinstance(exc, SeqProbError):
+        if note:
+            exc.message += note
+            exc.args = (exc.message,)
+            exc.data["left_behind"] = exc.left_behind = str(left)
         return
     if isinstance(exc, UnicodeEncodeError):
         bad = exc.object[exc.start:exc.end]
         raise InputError(f"cannot write {str(path)!r}: text holds {bad!r}, which is not valid "
-                         f"Unicode text (a lone surrogate); see docs/text-policy.md",
-                         path=str(path), value=bad) from exc
+                         f"Unicode text (a lone surrogate, from bytes that were not UTF-8; only "
+                         f"valid Unicode can be written as UTF-8){note}",
+                         path=str(path), value=bad, left_behind=left and str(left)) from exc
     if isinstance(exc, OSError):
         reason = exc.strerror or errno.errorcode.get(exc.errno or 0, "") or str(exc)
-        raise SeqProbFileError(f"cannot write {str(path)!r}: {reason}", path=str(path)) from exc
+        raise SeqProbFileError(f"cannot write {str(path)!r}: {reason}{note}", path=str(path),
+                               left_behind=left and str(left)) from exc
 
 
 def _umask() -> int:
@@ -203,7 +231,7 @@ def resolve_inside(folder, name, what: str = "file") -> Path:
 def check_text(text, what: str = "text") -> str:
     """``text`` itself if it is valid text; else :class:`InputError` (the text policy).
 
-    The policy (docs/text-policy.md): text is a ``str`` of Unicode scalar values. ``bytes``
+    The text policy: text is a ``str`` of Unicode scalar values. ``bytes``
     are refused (decode them first); a lone surrogate (U+D800..U+DFFF, e.g. from
     ``surrogateescape``-decoded bytes) is refused, naming its position; NUL (U+0000) is an
     ordinary character.
@@ -214,8 +242,8 @@ def check_text(text, what: str = "text") -> str:
                 text.encode("utf-8")
             except UnicodeEncodeError as exc:
                 raise InputError(f"{what} holds a lone surrogate {text[exc.start]!r} at character "
-                                 f"{exc.start}: not valid Unicode text (undecodable bytes?); see "
-                                 f"docs/text-policy.md", value=text[exc.start], position=exc.start) from None
+                                 f"{exc.start}: not valid Unicode text (it comes from bytes that are "
+                                 f"not UTF-8; decode them strictly, or fix the source)", value=text[exc.start], position=exc.start) from None
         return text
     if isinstance(text, (bytes, bytearray, memoryview)):
         raise InputError(f"{what} must be a str, got {type(text).__name__} {bytes(text)[:40]!r}: "
@@ -241,7 +269,13 @@ def ensure_writable_dir(path) -> Path:
 
 def read_lines(source, strip: bool = True) -> Iterator[str]:
     """Yield the lines of a text corpus: a path (``.gz`` is decompressed), ``'-'`` for stdin,
-    or an iterable of strings. Non-UTF-8 bytes raise :class:`InputError` naming the line."""
+    or an iterable of strings. Non-UTF-8 bytes raise :class:`InputError` naming the line.
+
+    This is the corpus rule: where seqprob reads a corpus (``fit``, ``evaluate``,
+    ``perplexity``: parameters named ``lines``), a ``str`` or ``os.PathLike`` names a file;
+    where it reads texts (``score``, ``word_scores``, ``compare``, ...), a ``str`` is one text
+    and only a ``pathlib.Path`` names a file (:func:`text_items`).
+    """
     if isinstance(source, (str, os.PathLike)):
         yield from _read_file_lines(str(source), strip)
         return
@@ -257,6 +291,14 @@ def _open_corpus(path: str):
         return sys.stdin.buffer
     try:
         return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+    except ValueError:  # a NUL byte, a lone surrogate: no file has such a name
+        raise InputError(f"cannot read corpus {path[:60]!r}: not a possible file name (a str given "
+                         f"as a corpus names a file; to use the text itself, pass a list of lines)",
+                         path=path) from None
+    except FileNotFoundError as exc:
+        raise SeqProbFileError(f"cannot read corpus {path!r}: no such file (a str given as a corpus "
+                               f"names a file; to use the text itself, pass a list of lines: "
+                               f"[{path[:40]!r}])", path=path) from exc
     except OSError as exc:
         raise SeqProbFileError(f"cannot read corpus {path!r}: {exc.strerror or exc}", path=path) from exc
 
@@ -266,8 +308,9 @@ def _decode_line(raw: bytes, path: str, lineno: int) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         where = "stdin" if path == "-" else repr(path)
-        raise InputError(f"{where} line {lineno}: not valid UTF-8 ({exc.reason} at byte {exc.start}; "
-                         f"see docs/text-policy.md)",
+        raise InputError(f"{where} line {lineno}: not valid UTF-8 ({exc.reason} at byte {exc.start}): "
+                         f"seqprob reads text files as UTF-8 and replaces nothing; convert the file "
+                         f"(e.g. iconv -f latin1 -t utf-8)",
                          path=path, line=lineno) from exc
 
 
@@ -339,3 +382,26 @@ def _check_block(block: bytes, path: str, lineno: int) -> int:
         _decode_line(block[start: len(block) if end < 0 else end + 1], path,
                      lineno + block.count(b"\n", 0, start) + 1)
     return lineno + block.count(b"\n")
+
+
+def text_items(texts, what: str = "texts") -> list:
+    """The items of a texts argument as a list: a ``str`` is one text (a warning says so when
+    it is also the name of a file), an ``os.PathLike`` is a file whose non-blank stripped lines
+    are the texts; anything else is returned as a list, unchecked (items may be id sequences).
+    """
+    if isinstance(texts, str):
+        warn_if_file_name(texts, what)
+        return [texts]
+    if isinstance(texts, os.PathLike):
+        return [line for line in _read_file_lines(os.fspath(texts), True) if line]
+    return list(texts)
+
+
+def warn_if_file_name(text: str, what: str = "text") -> None:
+    """Warn when a ``str`` read as a text is also the name of an existing file (one word, no
+    spaces): the user most likely meant the file, which only a ``pathlib.Path`` names here."""
+    import warnings
+
+    if 0 < len(text) < 4096 and not any(c.isspace() for c in text) and os.path.isfile(text):
+        warnings.warn(f"{what} {text!r} is read as a text, but it is also the name of a file: pass "
+                      f"pathlib.Path({text!r}) to read the file's lines", UserWarning, stacklevel=4)

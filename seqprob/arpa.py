@@ -329,6 +329,10 @@ def _link_keys(ids: np.ndarray, V: int, keys: list):
 
 def _unigram_vocab(words: list, probs: np.ndarray, bows: np.ndarray, linenos: list, path: str):
     names = [w[0] for w in words]
+    if not set(names) - {BOS}:
+        raise ArpaFormatError(f"{path!r} lists no unigram that can be predicted (ngram 1={len(names)}"
+                              f"{': only <s>' if names else ''}): a back-off model needs its 1-grams, "
+                              "the distribution every context backs off to", path=path)
     seen: dict = {}
     for name, ln in zip(names, linenos):
         if name in seen:

@@ -205,7 +205,7 @@ def compare(models, texts, tokenizer=None, n_boot: int = 1000, seed=None, confid
     models : LanguageModel or dict of name -> LanguageModel
     texts : list of str
         The sentences (the unit the bootstrap redraws); at least 2. A dict, bytes or None is
-        refused (docs/text-policy.md).
+        refused.
     tokenizer, bos, eos, stride, bos_per_window
         As in :func:`seqprob.score`.
     n_boot : int

@@ -134,7 +134,7 @@ def _tokenizer(model, tokenizer):
     if tok is None:
         raise InputError("compression needs a tokenizer: pass tokenizer=... or use a model with .tokenizer")
     vocab = model.vocab
-    if tok.vocab != vocab:
+    if not vocab.same_ids(tok.vocab):
         raise InputError("the tokenizer's vocabulary is not the model's: compression needs the model's "
                          "own tokenizer")
     if vocab.bos_id is None or vocab.eos_id is None:

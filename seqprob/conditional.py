@@ -83,7 +83,7 @@ def conditional_logprob(model, context: str, continuation: str, tokenizer=None, 
     model : LanguageModel
     context, continuation : str
         Joined as ``context + sep + continuation`` and tokenized as a whole. A non-str or a lone
-        surrogate is an :class:`InputError` (docs/text-policy.md).
+        surrogate is an :class:`InputError`.
     tokenizer : Tokenizer, optional
         Defaults to ``model.tokenizer``.
     eos : bool

@@ -40,6 +40,12 @@ _BUILTIN_FAMILIES = ("seqprob.gpt", "seqprob.gpt.checkpoint", "seqprob.gpt.hf", 
                      "seqprob.truth.grammar")
 
 
+#: Files that are parts of a model folder, never a model of their own (a grammar is a .json
+#: too): named alone, they point at their folder.
+_FOLDER_FILES = ("config.json", "manifest.json", "tokenizer.json", "tokenizer_config.json",
+                 "special_tokens_map.json", "generation_config.json", "model.safetensors.index.json")
+
+
 @dataclass(frozen=True)
 class ModelFormat:
     """One way of storing a model: how to recognise its files and how to load them."""
@@ -168,12 +174,24 @@ def load_model(path=None):
     p = as_path(path)
     if not p.exists():
         raise SeqProbFileError(f"model {str(p)!r} does not exist", path=str(p))
-    for fmt in model_formats():
+    formats = model_formats()
+    if p.name in _FOLDER_FILES:
+        _refuse_part_of_folder(p, formats)
+    for fmt in formats:
         if fmt.recognise(p):
             return fmt.load(p)
+    _refuse_part_of_folder(p, formats)
     known = "; ".join(f"{f.name}: {f.description}" for f in _FORMATS.values())
     raise InputError(f"cannot tell what kind of model {str(path)!r} is; known formats: {known}",
                      path=str(path))
+
+
+def _refuse_part_of_folder(path: Path, formats: list) -> None:
+    """InputError when ``path`` is a file inside a folder that is a model (a checkpoint's
+    config.json or weights): the folder is what loads."""
+    if path.is_file() and any(f.recognise(path.parent) for f in formats):
+        raise InputError(f"{str(path)!r} is one file of the model folder {str(path.parent)!r}: "
+                         f"pass the folder itself", path=str(path), folder=str(path.parent))
 
 
 def default_model_dir():

@@ -129,6 +129,10 @@ def sample(model, prompt: str = "", tokenizer=None, max_new_tokens: int = 50,
         raise InputError("sample() needs a tokenizer: pass tokenizer=... (or use generate() with ids)")
     if model.vocab.bos_id is None:
         raise InputError("sample() needs a model whose vocabulary has a BOS token")
+    if not model.vocab.same_ids(tok.vocab):  # its ids would be read as other tokens
+        raise InputError(f"the tokenizer's vocabulary ({len(tok.vocab)} tokens) is not the model's "
+                         f"({len(model.vocab)}): sampling needs the model's own tokenizer",
+                         value=len(tok.vocab), limit=len(model.vocab))
     prompt = check_text(prompt, "prompt")
     prompt_ids = tok.encode(prompt) if prompt else []
     prefix = [model.vocab.bos_id] + list(prompt_ids)

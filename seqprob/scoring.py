@@ -15,7 +15,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ._io import CorpusFile, read_lines
+from ._io import CorpusFile, read_lines, text_items, warn_if_file_name
 from .errors import InputError, SeqProbFileError, has_attribute
 from .functional import LN2, LN10, entropy as _entropy
 from .protocols import CorpusScorer, is_normalized, model_tokenizer
@@ -56,43 +56,80 @@ def _model_tokenizer(model, tokenizer):
     return model_tokenizer(model, tokenizer)
 
 
+def _check_model(model, label: str = "model"):
+    """``model`` itself if it has what scoring needs; else InputError (NotFittedError when it
+    is a model that has not been fitted)."""
+    if not all(has_attribute(model, a) for a in ("vocab", "logprobs", "token_logprobs")):
+        got = "None" if model is None else f"a {type(model).__name__}"
+        raise InputError(f"{label} is not a LanguageModel (got {got}): it needs vocab, logprobs "
+                         "and token_logprobs", model=label, value=type(model).__name__)
+    return model
+
+
 def _as_models(models) -> dict:
-    models = dict(models) if isinstance(models, Mapping) else {type(models).__name__: models}
+    if isinstance(models, Mapping):
+        models = dict(models)
+        for name, model in models.items():
+            _check_model(model, f"model {name!r}")
+    else:
+        models = {type(models).__name__: _check_model(models)}
     if not models:
         raise InputError("no models given to score")
-    for name, model in models.items():
-        if not all(has_attribute(model, a) for a in ("vocab", "logprobs", "token_logprobs")):
-            raise InputError(f"model {name!r} ({type(model).__name__}) is not a LanguageModel: it needs "
-                             "vocab, logprobs and token_logprobs", model=name)
     return models
 
 
 def _as_items(texts_or_ids, what: str = "texts_or_ids") -> list:
-    if isinstance(texts_or_ids, (dict, bytes, bytearray, memoryview)):  # the text policy
+    """The texts or id sequences to score, as a list: a str is one text, a ``pathlib.Path`` a
+    file of texts (one per non-blank line), a 1-D array or a list of ints one id sequence."""
+    if isinstance(texts_or_ids, (dict, bytes, bytearray, memoryview)) or texts_or_ids is None:
         kind = type(texts_or_ids).__name__
-        raise InputError(f"{what} must be a str, a list of str or a list of id sequences, got a {kind}"
-                         + (" (its keys are not iterated as texts)" if kind == "dict" else ": decode it first"),
-                         value=kind)
-    if isinstance(texts_or_ids, str) or (isinstance(texts_or_ids, np.ndarray) and texts_or_ids.ndim == 1):
+        hint = {"dict": " (its keys are not iterated as texts)", "NoneType": ""}.get(kind, ": decode it first")
+        raise InputError(f"{what} must be a str, a list of str or a list of id sequences, got "
+                         f"{'None' if texts_or_ids is None else 'a ' + kind}{hint}", value=kind)
+    if isinstance(texts_or_ids, np.ndarray) and texts_or_ids.ndim == 1:
         return [texts_or_ids]
     try:
-        items = list(texts_or_ids)
+        items = text_items(texts_or_ids, what)
     except TypeError:
         raise InputError(f"{what} must be a str, a list of str or a list of id sequences, "
                          f"got {type(texts_or_ids).__name__}", value=type(texts_or_ids).__name__) from None
     if items and all(isinstance(x, (int, np.integer)) for x in items):
         return [items]  # one sequence of ids
     if not items:
-        raise InputError("nothing to score: the list of texts is empty")
+        raise InputError(f"nothing to score: {what} is empty")
     return items
 
 
+def _check_item(item, what: str):
+    """``item`` if it is a text (str) or a sequence of ids; else InputError naming it."""
+    if isinstance(item, str) or (isinstance(item, np.ndarray) and item.dtype.kind in "iu"):
+        return item
+    kind = type(item).__name__
+    if isinstance(item, (bytes, bytearray, memoryview)):
+        raise InputError(f"{what} is {kind} {bytes(item)[:40]!r}: texts must be str, decode it "
+                         f"first (e.g. {what}.decode('utf-8'))", value=kind)
+    if not isinstance(item, (list, tuple, range, np.ndarray)):
+        raise InputError(f"{what} is {'None' if item is None else kind + ' ' + repr(item)[:40]}: "
+                         f"it must be a str (a text) or a sequence of int token ids",
+                         value=kind)
+    return item
+
+
 def _remap(tok_ids: list, tok_vocab: Vocab, model_vocab: Vocab):
-    """Map tokenizer ids to model ids by token string; unknown strings become <unk> or impossible."""
-    if tok_vocab is model_vocab or tok_vocab == model_vocab:
+    """Map tokenizer ids to model ids by token string; unknown strings become <unk> or impossible.
+
+    A model vocabulary without strings (:meth:`Vocab.ids_only`, a checkpoint loaded without its
+    tokenizer) takes the tokenizer's ids as they are when both have one size, and refuses a
+    tokenizer of another size: no string match could say which id is which token."""
+    if model_vocab.same_ids(tok_vocab):
         ids = np.asarray(tok_ids, dtype=np.int64)
         oov = ids == (-1 if tok_vocab.unk_id is None else tok_vocab.unk_id)
         return ids, oov, np.zeros(len(ids), dtype=bool)
+    if model_vocab.is_ids_only or tok_vocab.is_ids_only:
+        raise InputError(f"the tokenizer has {len(tok_vocab)} tokens and the model {len(model_vocab)}, "
+                         "and one of them has no token strings to match: its ids cannot be trusted to "
+                         "be the model's (load the model with its own tokenizer, e.g. "
+                         "GPT.from_hf(folder, tokenizer=tok))", value=len(tok_vocab), limit=len(model_vocab))
     strings = [tok_vocab.tokens[i] for i in tok_ids]
     ids = np.array([model_vocab.get(s, -1) for s in strings], dtype=np.int64)
     oov = (ids < 0) | np.array([i == tok_vocab.unk_id for i in tok_ids], dtype=bool)
@@ -113,9 +150,12 @@ def _special(vocab: Vocab, role: str) -> int:
     return idx
 
 
-def encode_for_model(model, item, tokenizer=None, bos: bool = True, eos: bool = True) -> _Encoded:
-    """Turn a text (or a list of ids in the model's vocabulary) into x_0 .. x_T for ``model``."""
-    vocab = model.vocab
+def encode_for_model(model, item, tokenizer=None, bos: bool = True, eos: bool = True,
+                     what: str = "text_or_ids") -> _Encoded:
+    """Turn a text (or a list of ids in the model's vocabulary) into x_0 .. x_T for ``model``;
+    ``what`` names ``item`` in errors."""
+    vocab = names = model.vocab  # names: where the display string of </s> comes from
+    item = _check_item(item, what)
     if isinstance(item, str):
         tok = _model_tokenizer(model, tokenizer)
         if tok is None:
@@ -127,8 +167,9 @@ def encode_for_model(model, item, tokenizer=None, bos: bool = True, eos: bool = 
         if len(tokens) != len(tok_ids):
             tokens = tok.token_strings(tok_ids)
         ids, oov, impossible = _remap(tok_ids, tok.vocab, vocab)
+        names = tok.vocab if vocab.is_ids_only else vocab
     else:
-        ids = check_ids(item, len(vocab))
+        ids = check_ids(item, len(vocab), name=what)
         if ids.ndim != 1:
             raise InputError(f"a sequence of ids must be 1-D, got shape {ids.shape}", shape=ids.shape)
         tokens = [vocab.tokens[i] for i in ids.tolist()]
@@ -140,7 +181,7 @@ def encode_for_model(model, item, tokenizer=None, bos: bool = True, eos: bool = 
         tokens, oov, impossible = tokens[1:], oov[1:], impossible[1:]
     if eos:
         ids = np.concatenate([ids, [_special(vocab, "eos")]])
-        tokens = list(tokens) + [vocab.eos]
+        tokens = list(tokens) + [names.tokens[vocab.eos_id]]
         oov, impossible = np.append(oov, False), np.append(impossible, False)
     if len(ids) < 2:
         raise InputError("a sequence needs x_0 and at least one token to score "
@@ -304,7 +345,8 @@ def score(models, texts_or_ids, tokenizer=None, bos: bool = True, eos: bool = Tr
             frames.append(_score_in_context(name, model, items, context, sep, tokenizer, bos, eos,
                                             distribution, stride, bos_per_window))
             continue
-        encoded = [encode_for_model(model, item, tokenizer, bos, eos) for item in items]
+        encoded = [encode_for_model(model, item, tokenizer, bos, eos, f"texts_or_ids[{i}]")
+                   for i, item in enumerate(items)]
         results = _score_windowed(model, encoded, distribution, stride, bos_per_window)
         frames.append(_frame(name, encoded, results, bos, model.vocab))
     df = pd.concat(frames, ignore_index=True)
@@ -437,6 +479,8 @@ def joint_logprob(model, text_or_ids, tokenizer=None, bos: bool = True, eos: boo
     >>> round(joint_logprob(sp.UniformModel(tok.vocab), "a b", tokenizer=tok), 4)  # 3 tokens, V'=4
     -4.1589
     """
+    if isinstance(text_or_ids, str):
+        warn_if_file_name(text_or_ids, "text_or_ids")
     enc = encode_for_model(model, text_or_ids, tokenizer, bos, eos)
     return float(_score_model(model, [enc], with_distribution=False)[0]["logprob"].sum())
 
@@ -496,21 +540,23 @@ def _ratio_ppl(log_total: float, count: int, base: float = math.e) -> float:
 
 
 def evaluate(model, lines, tokenizer=None, bos: bool = True, eos: bool = True,
-             stride: int | None = None, bos_per_window: bool = False) -> Evaluation:
+             stride: int | None = None, bos_per_window: bool = False):
     """Every corpus figure of ``model`` on ``lines`` (one sentence per line); blank lines skipped.
 
     Parameters
     ----------
-    model : LanguageModel
-    lines : iterable of str, or path
-        The sentences, or a text file of them (``.gz`` allowed, ``'-'`` = stdin).
+    model : LanguageModel or dict of name -> LanguageModel
+    lines : iterable of str, or file name
+        The sentences, or a text file of them named by a ``str`` or ``pathlib.Path`` (``.gz``
+        allowed, ``'-'`` = stdin): where seqprob reads a corpus, a ``str`` names a file.
     tokenizer, bos, eos, stride, bos_per_window
         As in :func:`score`.
 
     Returns
     -------
-    Evaluation
-        Counts, total log-probability, perplexities (KenLM and SRILM conventions), bits.
+    Evaluation, or pandas.DataFrame
+        Counts, total log-probability, perplexities (KenLM and SRILM conventions), bits; for a
+        dict of models, a DataFrame with one row of those figures per model (index ``model``).
 
     Notes
     -----
@@ -528,6 +574,10 @@ def evaluate(model, lines, tokenizer=None, bos: bool = True, eos: bool = True,
     >>> ev.n_tokens, round(ev.perplexity, 6)
     (5, 4.0)
     """
+    if isinstance(model, Mapping):
+        return _evaluate_each(model, lines, tokenizer=tokenizer, bos=bos, eos=eos, stride=stride,
+                              bos_per_window=bos_per_window)
+    _check_model(model)
     if (isinstance(model, CorpusScorer) and bos and stride is None
             and tokenizer in (None, model_tokenizer(model))):
         sums = model.corpus_sums(_stream_lines(lines), eos)  # n-gram models: streamed, vectorized
@@ -541,6 +591,21 @@ def evaluate(model, lines, tokenizer=None, bos: bool = True, eos: bool = True,
     encoded = [encode_for_model(model, t, tokenizer, bos, eos) for t in kept]
     results = _score_windowed(model, encoded, False, stride, bos_per_window)
     return _figures(encoded, results, eos, len(texts) - len(kept))
+
+
+def _evaluate_each(models: Mapping, lines, **options):
+    """One row of :class:`Evaluation` figures per model (index ``model``); a corpus given as
+    an iterator is read once and kept."""
+    import pandas as pd
+
+    if not models:
+        raise InputError("no models given to evaluate")
+    if not isinstance(lines, (str, os.PathLike)):
+        lines = list(iter_texts(lines, "lines"))
+    rows = {}
+    for name, model in models.items():
+        rows[name] = evaluate(_check_model(model, f"model {name!r}"), lines, **options).to_dict()
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("model")
 
 
 def _check_sums(model, sums: dict) -> dict:
@@ -628,16 +693,22 @@ def _evaluation(model, sums: dict, eos: bool) -> Evaluation:
 
 
 def perplexity(model, lines, tokenizer=None, bos: bool = True, eos: bool = True,
-               stride: int | None = None, bos_per_window: bool = False) -> float:
+               stride: int | None = None, bos_per_window: bool = False):
     """Token-weighted corpus perplexity (KenLM's "including OOVs").
 
     Parameters
     ----------
-    model : LanguageModel
-    lines : iterable of str, or path
-        One sentence per item (blank lines are skipped).
+    model : LanguageModel or dict of name -> LanguageModel
+    lines : iterable of str, or file name
+        One sentence per item (blank lines are skipped), or a text file named by a ``str`` or
+        ``pathlib.Path``: where seqprob reads a corpus, a ``str`` names a file.
     tokenizer, bos, eos, stride, bos_per_window
         As in :func:`score`.
+
+    Returns
+    -------
+    float, or pandas.Series
+        The perplexity; for a dict of models, one per model (index ``model``).
 
     Notes
     -----
@@ -652,5 +723,6 @@ def perplexity(model, lines, tokenizer=None, bos: bool = True, eos: bool = True,
     >>> round(perplexity(sp.UniformModel(tok.vocab), ["a b", "b a"], tokenizer=tok), 6)
     4.0
     """
-    return evaluate(model, lines, tokenizer=tokenizer, bos=bos, eos=eos, stride=stride,
-                    bos_per_window=bos_per_window).perplexity
+    result = evaluate(model, lines, tokenizer=tokenizer, bos=bos, eos=eos, stride=stride,
+                      bos_per_window=bos_per_window)
+    return result["perplexity"] if isinstance(model, Mapping) else result.perplexity

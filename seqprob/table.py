@@ -7,10 +7,12 @@ over all sequences of length T would need V^T rows.
 from __future__ import annotations
 
 import math
+import os
 from collections import Counter, defaultdict
 
 import numpy as np
 
+from ._io import read_lines
 from .base import BaseLanguageModel
 from .checks import check_int
 from .errors import InputError, fitted
@@ -120,8 +122,9 @@ class JointTable(BaseLanguageModel):
 
         Parameters
         ----------
-        lines : iterable of str (or one str)
-            One sentence per item; an empty line counts as the empty sentence.
+        lines : iterable of str, or file name
+            One sentence per item, or a text file named by a ``str`` or ``pathlib.Path`` (one
+            sentence per line); an empty line counts as the empty sentence.
         tokenizer : Tokenizer, optional
             Needs ``<s>`` and ``</s>``; default: a :class:`WhitespaceTokenizer` fitted on ``lines``.
 
@@ -131,7 +134,7 @@ class JointTable(BaseLanguageModel):
             ``self``, with ``tokenizer_``, ``vocab_``, ``n_sequences_`` and ``table_``
             (prefix -> next ids and their counts).
         """
-        lines = [lines] if isinstance(lines, str) else list(iter_texts(lines, "lines"))
+        lines = list(read_lines(lines) if isinstance(lines, (str, os.PathLike)) else iter_texts(lines, "lines"))
         if not any(line.strip() for line in lines):
             raise InputError("cannot fit a JointTable on an empty corpus")
         tok = tokenizer if tokenizer is not None else WhitespaceTokenizer.fit(lines)

@@ -76,6 +76,45 @@ class Vocab:
             return cls(list(seen))
         return cls(list(seen), bos=None, eos=None, unk=None)
 
+    @classmethod
+    def ids_only(cls, size: int, bos_id: int | None = None, eos_id: int | None = None) -> "Vocab":
+        """A vocabulary with no token strings to match: token i is named ``"<i>"`` (a model
+        loaded without its tokenizer). Scoring text maps a tokenizer's ids onto it id for id.
+
+        Examples
+        --------
+        >>> v = Vocab.ids_only(4, bos_id=3, eos_id=3)
+        >>> v.tokens, v.bos_id, v.is_ids_only
+        (('<0>', '<1>', '<2>', '<3>'), 3, True)
+        """
+        name = (lambda i: None if i is None else f"<{int(i)}>")
+        return cls([f"<{i}>" for i in range(size)], bos=name(bos_id), eos=name(eos_id), unk=None)
+
+    @property
+    def is_ids_only(self) -> bool:
+        """True for a vocabulary of :meth:`ids_only` names, which has no strings to match."""
+        flag = self.__dict__.get("_ids_only")
+        if flag is None:
+            flag = self.unk is None and all(t == f"<{i}>" for i, t in enumerate(self.tokens))
+            self._ids_only = flag
+        return flag
+
+    def same_ids(self, other: "Vocab") -> bool:
+        """Whether id i means the same token in ``self`` and ``other``: equal vocabularies, or
+        one of them :meth:`ids_only` and both of one size (ids are then taken as they are).
+
+        Examples
+        --------
+        >>> words = Vocab.build(["a", "b"])
+        >>> words.same_ids(Vocab.ids_only(5)), words.same_ids(Vocab.ids_only(6))
+        (True, False)
+        """
+        if self is other:
+            return True
+        if self.is_ids_only or other.is_ids_only:
+            return len(self) == len(other)
+        return self == other
+
     def __len__(self) -> int:
         return len(self.tokens)
 
@@ -210,6 +249,28 @@ def check_token_id(token_id, vocab_size: int, name: str = "token_id") -> int:
     return int(check_ids(np.asarray([token_id]), vocab_size, name=name)[0])
 
 
+def _first_non_integer(ids, arr: np.ndarray) -> str:
+    """Where an id sequence that is not of integer dtype goes wrong, for the message: the
+    first item of the original ``ids`` (numpy turns [0, "3"] into strings throughout)."""
+    items = np.ndenumerate(arr)
+    if isinstance(ids, (list, tuple)):
+        items = _walk(ids, ())
+    for index, value in items:
+        value = value.item() if isinstance(value, np.generic) else value
+        if isinstance(value, bool) or not isinstance(value, int):
+            where = index[0] if len(index) == 1 else index
+            return f"{type(value).__name__} {repr(value)[:40]} at index {where} (dtype {arr.dtype})"
+    return f"dtype {arr.dtype}"
+
+
+def _walk(items, prefix: tuple):
+    for i, value in enumerate(items):
+        if isinstance(value, (list, tuple)):
+            yield from _walk(value, (*prefix, i))
+        else:
+            yield (*prefix, i), value
+
+
 def check_ids(ids, vocab_size: int, name: str = "ids", allow_empty: bool = False) -> np.ndarray:
     """Validate token ids: an integer array with every id in [0, vocab_size).
 
@@ -229,7 +290,8 @@ def check_ids(ids, vocab_size: int, name: str = "ids", allow_empty: bool = False
         if arr.size == 0 and arr.dtype.kind == "f":
             arr = arr.astype(np.int64)
         else:
-            raise InputError(f"{name} must be integers, got dtype {arr.dtype}", dtype=str(arr.dtype))
+            raise InputError(f"{name} must be integers, got {_first_non_integer(ids, arr)}",
+                             dtype=str(arr.dtype))
     if arr.size == 0 and not allow_empty:
         raise InputError(f"{name} is empty: need at least one token id", shape=arr.shape)
     if arr.size:

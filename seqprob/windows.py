@@ -88,12 +88,15 @@ def _windows_for(model, n: int, stride, bos_per_window: bool):
     width = context_size(model)
     if width is None:
         _check_ignored_stride(stride)
-    if width is None or n <= width:
+        return None
+    if stride is not None:  # checked even when this sequence fits: a bad value is never dropped
+        stride = check_stride(stride, width, bos_per_window)
+    if n <= width:
         return None
     if stride is None:
         raise ContextLengthError(f"{n} positions exceed the model's context of {width}: pass stride= "
                                  f"(1 .. {width}) to score it with sliding windows", value=n, limit=width)
-    return plan_windows(n, width, check_stride(stride, width, bos_per_window), bos_per_window)
+    return plan_windows(n, width, stride, bos_per_window)
 
 
 def _bos(model) -> int:

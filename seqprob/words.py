@@ -164,7 +164,7 @@ def word_scores(models, texts, tokenizer=None, words="whitespace", eos: bool = T
     ----------
     models : LanguageModel or dict of name -> LanguageModel
     texts : str or list of str
-        Checked by the text policy (docs/text-policy.md): a dict, bytes, a non-str item or a
+        Checked by the text policy: a dict, bytes, a non-str item or a
         lone surrogate is an :class:`InputError`.
     tokenizer : Tokenizer, optional
         Defaults to each model's ``.tokenizer``. Its :attr:`~seqprob.Tokenizer.word_boundary`

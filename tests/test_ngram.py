@@ -12,7 +12,7 @@ from hypothesis import assume, given, settings, strategies as st
 
 from budget import examples
 import contract
-from seqprob.errors import InputError, NotFittedError, SeqProbError
+from seqprob.errors import InputError, NotFittedError, SeqProbError, SeqProbFileError
 from seqprob.functional import logsumexp
 from seqprob.ngram import (MLE, AbsoluteDiscount, AddK, DiscountFallbackWarning, KneserNey, Laplace,
                            ModifiedKneserNey, StupidBackoff, WittenBell)
@@ -185,8 +185,9 @@ def test_fit_reads_a_one_pass_iterable_and_a_path(tmp_path):
         assert other.vocab == whole.vocab and other.counts_.n_sentences == len(CORPUS)
         for a, b in zip(whole.tables_.logp, other.tables_.logp):
             np.testing.assert_array_equal(a, b)
-    with pytest.raises(InputError, match="pathlib.Path"):
-        WittenBell(order=2).fit(str(path))  # a str is a line, not a file name: refused
+    from_str = WittenBell(order=3).fit(str(path))  # the corpus rule: a str names a file
+    for a, b in zip(whole.tables_.logp, from_str.tables_.logp):
+        np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("progress, shown", [(True, True), (False, False), (None, False)])
@@ -308,8 +309,10 @@ def test_bad_corpus(cls, lines, match):
 
 
 def test_bad_lines():
-    with pytest.raises(InputError, match="not a single string"):
+    with pytest.raises(SeqProbFileError, match=r"'a b c': no such file .*pass a list of lines"):
         MLE(order=2).fit("a b c")
+    with pytest.raises(InputError, match="bytes b'a b c': decode it first"):
+        MLE(order=2).fit(b"a b c")
     with pytest.raises(InputError, match="line 2: not valid UTF-8"):
         MLE(order=2).fit([b"a b", b"\xff\xfe"])
     with pytest.raises(InputError, match="must be str"):

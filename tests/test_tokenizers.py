@@ -179,11 +179,15 @@ def test_vocab_lookups():
         Vocab(["a"], eos=None, unk=None)
 
 
-def test_whitespace_refuses_reserved_symbols_and_a_single_string():
+def test_whitespace_refuses_reserved_symbols_and_reads_a_str_as_a_file(tmp_path):
     with pytest.raises(InputError, match="<s>"):
         WhitespaceTokenizer.fit(["a <s> b"])
-    with pytest.raises(InputError, match="iterable"):
-        WhitespaceTokenizer.fit("a b")
+    with pytest.raises(SeqProbFileError, match=r"'a b': no such file .*\['a b'\]"):
+        WhitespaceTokenizer.fit("a b")  # the corpus rule: a str names a file
+    path = tmp_path / "c.txt"
+    path.write_text("b a\nc\n", encoding="utf-8")
+    for name in (str(path), path):
+        assert WhitespaceTokenizer.fit(name).vocab == WhitespaceTokenizer.fit(["b a", "c"]).vocab
 
 
 @given(st.lists(_words, min_size=1, max_size=8), st.text(max_size=20))
@@ -292,11 +296,18 @@ def test_bpe_save_load_identical(tmp_path_factory, bpe, s):
     assert from_json.encode(s) == bpe.encode(s) == from_tiktoken.encode(s)
 
 
-@pytest.mark.parametrize("bad", [0, 255, 256, 256.5, "300", True])
+@pytest.mark.parametrize("bad", [0, 255, 256])
 def test_bpe_vocab_size_too_small(bad):
     with pytest.raises(InputError, match="vocab_size") as info:
         BPETokenizer.train(CORPUS, vocab_size=bad)
     assert "257" in str(info.value)
+
+
+@pytest.mark.parametrize("bad", [300.0, 256.5, "300", True, None])
+def test_bpe_vocab_size_not_an_integer(bad):
+    """A float (even a whole one) is not a size: the message says integer, not 'too small'."""
+    with pytest.raises(InputError, match=f"vocab_size must be an integer, got {bad!r}"):
+        BPETokenizer.train(CORPUS, vocab_size=bad)
 
 
 @pytest.mark.parametrize("texts", ["", [], [""], ["", ""]])

@@ -25,14 +25,14 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from .._io import as_path, atomic_write, make_temp_dir, raise_write_error, resolve_inside
+from .._io import (as_path, atomic_write, make_temp_dir, raise_write_error, remove_temp,
+                   resolve_inside)
 from .._schema import MAX_JSON_BYTES
 from ..errors import CheckpointError, FileFormatError, InputError, SeqProbError, SeqProbFileError
 from .params import check_fits, copy_into
@@ -146,8 +146,8 @@ def save_checkpoint(model, path, optimizer=None, extra: dict | None = None) -> P
         _write_files(tmp, model, optimizer, extra)
         _swap_in(tmp, path)
     except BaseException as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise_write_error(exc, path)  # OSError -> SeqProbFileError, lone surrogate -> InputError
+        # OSError -> SeqProbFileError, lone surrogate -> InputError; a temp that stays is named
+        raise_write_error(exc, path, remove_temp(tmp))
         raise
     log.info("saved checkpoint %s", path)
     return path
@@ -237,8 +237,9 @@ def _swap_in(tmp: Path, path: Path) -> None:
         if old is not None:  # put the previous checkpoint back where it was
             os.replace(old, path)
         raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    if old is not None and remove_temp(old) is not None:
+        log.warning("the previous checkpoint was replaced, but its old copy %s could not be "
+                    "removed: delete it by hand", old)
 
 
 # ----------------------------------------------------------------------------- loading
@@ -335,6 +336,12 @@ def _model_class(header: dict, path: Path) -> type:
 def _check_folder(path: Path) -> Path:
     if path.is_dir():
         return path
+    if path.exists():
+        inside = " (a file of the checkpoint: pass the folder that holds it, " \
+                 f"{str(path.parent)!r})" if (path.parent / _MANIFEST).is_file() else ""
+        raise SeqProbFileError(f"checkpoint {str(path)!r} is a file, not a folder{inside}: a "
+                               "checkpoint is the folder that model.save / save_checkpoint wrote",
+                               path=str(path))
     leftovers = sorted(path.parent.glob(f".{path.name}.old-*")) if path.parent.is_dir() else []
     hint = (f"; an interrupted save left the previous checkpoint at {str(leftovers[-1])!r}"
             if leftovers else "")

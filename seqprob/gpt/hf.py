@@ -505,6 +505,10 @@ def from_hf(path, dtype: str = "float32", tokenizer=None, cls=None):
     folder = path.parent if path.is_file() else path
     if not folder.is_dir():
         raise SeqProbFileError(f"no such checkpoint folder {str(path)!r}", path=str(path))
+    if path.is_file() and path.suffix != ".safetensors":
+        raise SeqProbFileError(f"{str(path)!r} is a file, not a Hugging Face checkpoint: pass its "
+                               f"folder (config.json + model.safetensors) or its .safetensors file",
+                               path=str(path))
     hf = _read_config(folder)
     config = config_from_hf(hf, dtype=dtype)
     kind = "llama" if _kind(hf) in ("llama", "mistral", "qwen2") else _kind(hf)

@@ -227,8 +227,7 @@ class GPT(BaseLanguageModel):
         for role, idx in (("bos_id", bos_id), ("eos_id", eos_id)):
             if idx is not None and not 0 <= int(idx) < V:
                 raise InputError(f"{role}={idx} out of range: must be in [0, {V})", value=idx, limit=V)
-        name = (lambda i: None if i is None else f"<{int(i)}>")
-        return Vocab([f"<{i}>" for i in range(V)], bos=name(bos_id), eos=name(eos_id), unk=None)
+        return Vocab.ids_only(V, bos_id, eos_id)
 
     def _check_vocab(self, vocab) -> Vocab:
         if len(vocab) != self.config.vocab_size:

@@ -97,7 +97,24 @@ def _parse_header_json(raw: bytes, path: str) -> dict:
     return header
 
 
+def _declared_end(header: dict) -> int:
+    """The largest well-formed ``data_offsets`` end in ``header`` (0 if none)."""
+    ends = [entry["data_offsets"][1] for name, entry in header.items()
+            if name != "__metadata__" and isinstance(entry, dict)
+            and isinstance(entry.get("data_offsets"), list) and len(entry["data_offsets"]) == 2
+            and all(map(_is_int, entry["data_offsets"]))
+            and 0 <= entry["data_offsets"][0] <= entry["data_offsets"][1]]
+    return max(ends, default=0)
+
+
 def _check_entries(header: dict, path: str, data_bytes: int) -> None:
+    declared = _declared_end(header)
+    if declared > data_bytes:
+        raise CheckpointError(f"{path!r} is shorter than its header declares: the tensors' "
+                              f"data_offsets reach byte {declared}, the file has {data_bytes} data bytes "
+                              f"({declared - data_bytes} missing: a truncated download or copy?); fetch "
+                              f"or copy it again", path=path, value=data_bytes, limit=declared,
+                              field="data_offsets")
     spans = []
     for name, entry in header.items():
         if name != "__metadata__":

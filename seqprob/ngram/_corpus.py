@@ -30,7 +30,7 @@ def _as_text(line, lineno: int) -> str:
 
 
 def _check_unicode(part: list, lineno: int) -> None:
-    """The text policy: a lone surrogate is refused (docs/text-policy.md)."""
+    """The text policy: a lone surrogate is refused."""
     joined = "".join(part)
     if joined.isascii():
         return
@@ -41,14 +41,15 @@ def _check_unicode(part: list, lineno: int) -> None:
 def line_chunks(lines: Iterable, chunk_chars: int, batch: int = 4096) -> Iterator[tuple[int, list]]:
     """Yield (number of the chunk's first line, list of str lines) of about ``chunk_chars``.
 
-    ``lines`` is an iterable of str (or UTF-8 bytes), or a path (``pathlib.Path``; ``.gz`` is
-    decompressed), read lazily.
+    ``lines`` is an iterable of str (or UTF-8 bytes), or a file name (``str`` or
+    ``pathlib.Path``; ``.gz`` is decompressed), read lazily.
     """
-    if isinstance(lines, os.PathLike):
+    if isinstance(lines, (str, os.PathLike)):  # the corpus rule: a str names a file
         lines = read_lines(lines)
-    if isinstance(lines, (str, bytes)):
-        raise InputError("fit() takes an iterable of lines (a list, an open file), not a single "
-                         f"string ({str(lines)[:40]!r}); for a file pass pathlib.Path(path)")
+    if isinstance(lines, (bytes, bytearray)):
+        raise InputError(f"fit() takes an iterable of lines (a list, an open file) or a file name, "
+                         f"got {type(lines).__name__} {bytes(lines)[:40]!r}: decode it first "
+                         f"(e.g. data.decode('utf-8').splitlines())", value=type(lines).__name__)
     try:
         it = iter(lines)
     except TypeError:

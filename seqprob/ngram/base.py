@@ -163,9 +163,10 @@ class NGramModel(BackoffLanguageModel):
 
         Parameters
         ----------
-        lines : iterable of str, or pathlib.Path
-            Training sentences, one per line: a list, any iterable (read once, lazily), or the
-            path of a text file (``.gz`` is decompressed).
+        lines : iterable of str, or file name
+            Training sentences, one per line: a list, any iterable (read once, lazily), or a
+            text file named by a ``str`` or ``pathlib.Path`` (``.gz`` is decompressed): where
+            seqprob reads a corpus, a ``str`` names a file.
         tokenizer : Tokenizer, optional
             Defines the vocabulary and the ids. Default: a :class:`WhitespaceTokenizer` fitted on
             ``lines`` with ``min_count`` (KenLM's ids: ``<unk>`` 0, ``<s>`` 1, ``</s>`` 2).
@@ -305,7 +306,7 @@ class NGramModel(BackoffLanguageModel):
         chunk_chars = plan.chunk_chars if plan else int(self.chunk_chars)
         batch = min(4096, max(1, chunk_chars // 200)) if plan else 4096  # lines read at a time
         chunks = _progress(line_chunks(lines, chunk_chars, batch), self.progress,
-                           total=len(lines) if hasattr(lines, "__len__") else None)
+                           total=None if isinstance(lines, str) or not hasattr(lines, "__len__") else len(lines))
         index = None
         if tokenizer is None:
             if self.min_count > 1 and plan:

@@ -35,7 +35,10 @@ class MixtureWeightError(InputError):
 def check_weights(weights, n_models: int) -> np.ndarray:
     """``weights`` as a float array after checking it is a distribution over ``n_models``."""
     try:
-        w = np.asarray(weights, dtype=np.float64)
+        w = np.asarray(weights)
+        if w.dtype.kind not in "fiu":  # "0.5" would convert silently, True would be 1
+            raise TypeError
+        w = w.astype(np.float64)
     except (TypeError, ValueError):
         raise MixtureWeightError(f"weights must be numbers, got {weights!r}", value=weights) from None
     if w.ndim != 1 or len(w) != n_models:

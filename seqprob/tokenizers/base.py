@@ -23,7 +23,7 @@ _REGISTRY: dict[str, type] = {}
 
 def check_text(text, what: str = "text") -> str:
     """``text`` itself if it is a ``str`` of valid Unicode; else :class:`InputError` naming the
-    problem (its type, or a lone surrogate): the text policy of docs/text-policy.md."""
+    problem (its type, or a lone surrogate): the text policy (text is a str of Unicode scalar values)."""
     return _check_text(text, what)
 
 

@@ -11,6 +11,7 @@ import logging
 from collections import Counter
 from typing import Iterable, Mapping, Sequence
 
+from ..checks import check_int
 from ..errors import InputError
 from .base import iter_texts, register_tokenizer
 from .tiktoken_io import ENDOFTEXT, GPT2_PATTERN, EncodingTokenizer, _special_map
@@ -204,7 +205,8 @@ class BPETokenizer(EncodingTokenizer):
         """Train on ``texts`` (a str is one text) up to ``vocab_size`` = 256 + merges + specials."""
         specials = list(dict.fromkeys([special_tokens] if isinstance(special_tokens, str) else special_tokens))
         minimum = 256 + len(specials)
-        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < minimum:
+        check_int("vocab_size", vocab_size)
+        if vocab_size < minimum:
             raise InputError(f"vocab_size={vocab_size!r} is too small: a byte-level BPE needs at least "
                              f"256 + {len(specials)} special tokens = {minimum}", value=vocab_size, limit=minimum)
         ranks = train_bpe_ranks([texts] if isinstance(texts, str) else texts, vocab_size - minimum, pattern)

@@ -1,9 +1,11 @@
 """Word-level and character-level tokenizers with ``<unk>``, ``<s>``, ``</s>``."""
 from __future__ import annotations
 
+import os
 from collections import Counter
 from typing import Iterable
 
+from .._io import read_lines
 from ..checks import check_int
 from ..errors import FileFormatError, InputError
 from ..vocab import BOS, EOS, UNK, Vocab, check_ids
@@ -93,9 +95,10 @@ class WhitespaceTokenizer(_UnitTokenizer):
 
     @classmethod
     def fit(cls, lines: Iterable[str], min_count: int = 1) -> "WhitespaceTokenizer":
-        """Build the vocabulary from ``lines``; words seen fewer than ``min_count`` times become ``<unk>``."""
-        if isinstance(lines, str):
-            raise InputError("fit() takes an iterable of lines, not a single string")
+        """Build the vocabulary from ``lines`` (an iterable of str, or a text file named by a
+        ``str`` or ``pathlib.Path``); words seen fewer than ``min_count`` times become ``<unk>``."""
+        if isinstance(lines, (str, os.PathLike)):  # the corpus rule: a str names a file
+            lines = read_lines(lines)
         return cls._fit(lines, min_count, "lines", sort=False)
 
 

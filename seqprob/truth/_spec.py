@@ -58,7 +58,7 @@ def _word(value, state: str) -> str:
                            f"whitespace", state=state, value=value)
     if not value.isascii() and not value.encode("utf-8", "surrogatepass").decode("utf-8", "ignore") == value:
         raise GrammarError(f"state {state!r}: arc word {value!r} holds a lone surrogate (not valid "
-                           f"Unicode text; see docs/text-policy.md)", state=state, value=value)
+                           f"Unicode text: it cannot be written as UTF-8)", state=state, value=value)
     if value in _RESERVED:
         raise GrammarError(f"state {state!r}: arc word {value!r} is reserved ({', '.join(_RESERVED)})",
                            state=state, value=value)
