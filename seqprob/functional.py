@@ -2,7 +2,8 @@
 
 Every function works on float32 and float64 arrays of any leading shape and reduces over
 ``axis`` (the vocabulary axis, last by default). Natural logs throughout; conversions to
-bits and log10 are explicit.
+bits and log10 are explicit. :func:`plan_windows` is the one sliding-window plan for sequences
+longer than a model's context: the GPT's own ``stride`` and :mod:`seqprob.windows` both use it.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from .errors import InputError, TemperatureError
 
 __all__ = [
     "logsumexp", "log_softmax", "softmax", "entropy", "nats_to_bits", "bits_to_nats",
-    "nats_to_log10", "log10_to_nats", "surprisal_bits", "LN2", "LN10",
+    "nats_to_log10", "log10_to_nats", "surprisal_bits", "LN2", "LN10", "plan_windows", "check_stride",
 ]
 
 LN2 = math.log(2.0)
@@ -234,3 +235,37 @@ def log10_to_nats(x):
 def surprisal_bits(logprob):
     """Surprisal in bits, -log2 P, from a natural-log probability."""
     return -np.asarray(logprob) / LN2
+
+
+# ----------------------------------------------------------------------------- sliding windows
+def check_stride(stride, width: int, bos_per_window: bool = False) -> int:
+    """``stride`` as an int in [1, W'] (W' = width, minus 1 with ``bos_per_window``), or
+    :class:`InputError` naming the bad value and the limit."""
+    limit = width - int(bos_per_window)
+    if isinstance(stride, bool) or not isinstance(stride, (int, np.integer)) or not 1 <= stride <= limit:
+        raise InputError(f"stride must be an integer in [1, {limit}] (the model's context {width}"
+                         f"{' minus the <s> of each window' if bos_per_window else ''}), got {stride!r}",
+                         value=stride, limit=limit)
+    return int(stride)
+
+
+def plan_windows(n: int, width: int, stride: int, bos_per_window: bool = False) -> list:
+    """Windows [(start, end, first_new)] over n rows: inputs ``start .. end-1`` give rows
+    ``first_new .. end-1``.
+
+    Examples
+    --------
+    >>> plan_windows(10, 4, 2)
+    [(0, 4, 0), (2, 6, 4), (4, 8, 6), (6, 10, 8)]
+    >>> plan_windows(9, 4, 3)  # the last window is right-aligned
+    [(0, 4, 0), (3, 7, 4), (5, 9, 7)]
+    """
+    inner = width - int(bos_per_window)
+    windows = [(0, min(n, width), 0)]
+    done = min(n, width)
+    while done < n:
+        end = min(done + stride, n)
+        start = max(end - inner, 0)
+        windows.append((start, end, done))
+        done = end
+    return windows

@@ -356,9 +356,8 @@ def score(models, texts_or_ids, tokenizer=None, bos: bool = True, eos: bool = Tr
 
 
 def _score_windowed(model, encoded: list, with_distribution: bool, stride, bos_per_window: bool) -> list:
-    """:func:`_score_model`, with sliding windows (:mod:`seqprob.windows`) when asked for."""
-    if stride is None and not bos_per_window:
-        return _score_model(model, encoded, with_distribution)
+    """:func:`_score_model`, with sliding windows (:mod:`seqprob.windows`) for sequences
+    longer than the model's context."""
     from .windows import score_all
 
     return score_all(model, encoded, with_distribution, stride, bos_per_window, _score_model)

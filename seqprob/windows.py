@@ -20,6 +20,7 @@ import numpy as np
 
 from .checks import check_int
 from .errors import ContextLengthError, InputError
+from .functional import check_stride, plan_windows
 
 __all__ = ["context_size", "plan_windows", "window_logprobs", "window_token_logprobs", "check_stride"]
 
@@ -42,39 +43,6 @@ def context_size(model) -> int | None:
         if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
             return int(value)
     return None
-
-
-def check_stride(stride, width: int, bos_per_window: bool = False) -> int:
-    """``stride`` as an int in [1, W'] (W' = width, minus 1 with ``bos_per_window``), or
-    :class:`InputError` naming the bad value and the limit."""
-    limit = width - int(bos_per_window)
-    if isinstance(stride, bool) or not isinstance(stride, (int, np.integer)) or not 1 <= stride <= limit:
-        raise InputError(f"stride must be an integer in [1, {limit}] (the model's context {width}"
-                         f"{' minus the <s> of each window' if bos_per_window else ''}), got {stride!r}",
-                         value=stride, limit=limit)
-    return int(stride)
-
-
-def plan_windows(n: int, width: int, stride: int, bos_per_window: bool = False) -> list:
-    """Windows [(start, end, first_new)] over n rows: inputs ``start .. end-1`` give rows
-    ``first_new .. end-1``.
-
-    Examples
-    --------
-    >>> plan_windows(10, 4, 2)
-    [(0, 4, 0), (2, 6, 4), (4, 8, 6), (6, 10, 8)]
-    >>> plan_windows(9, 4, 3)  # the last window is right-aligned
-    [(0, 4, 0), (3, 7, 4), (5, 9, 7)]
-    """
-    inner = width - int(bos_per_window)
-    windows = [(0, min(n, width), 0)]
-    done = min(n, width)
-    while done < n:
-        end = min(done + stride, n)
-        start = max(end - inner, 0)
-        windows.append((start, end, done))
-        done = end
-    return windows
 
 
 def _check_ignored_stride(stride) -> None:
@@ -185,16 +153,17 @@ def score_all(model, encoded: list, with_distribution: bool, stride, bos_per_win
         return score_batched(model, encoded, with_distribution)
     if stride is not None:
         check_stride(stride, width, bos_per_window)
-    long = [i for i, e in enumerate(encoded) if len(e.ids) - 1 > width]
-    if long and stride is None and not bos_per_window:
-        return score_batched(model, encoded, with_distribution)  # the model's own handling
-    short = [i for i in range(len(encoded)) if i not in set(long)]
+    long = {i for i, e in enumerate(encoded) if len(e.ids) - 1 > width}
+    short = [i for i in range(len(encoded)) if i not in long]
     results: list = [None] * len(encoded)
     if short:
         for i, res in zip(short, score_batched(model, [encoded[i] for i in short], with_distribution)):
             results[i] = res
-    for i in long:
-        results[i] = score_long(model, encoded[i], with_distribution, stride, bos_per_window)
+    for i in sorted(long):
+        if stride is None and not bos_per_window:  # the model's own sliding, on this sequence
+            results[i] = score_batched(model, [encoded[i]], with_distribution)[0]  # alone: padding
+        else:                                      # would move its last window
+            results[i] = score_long(model, encoded[i], with_distribution, stride, bos_per_window)
     return results
 
 

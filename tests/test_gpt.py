@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from budget import examples
+import seqprob as sp
 from seqprob.errors import ContextLengthError, InputError, SeqProbError, TokenIdError
 from seqprob.gpt import GPT, GPTConfig
 from seqprob.vocab import Vocab
@@ -245,12 +246,13 @@ def test_sliding_window_scores_every_token_once(spec, data):
     stride = data.draw(st.integers(1, block))
     ids = np.random.default_rng(spec["seed"]).integers(0, spec["V"], n)
     got = model.logprobs(ids, stride=stride)
-    expected, start = [model.logprobs(ids[:block])], stride  # reference: windows spelled out
-    while start + block - stride < n:  # window [start, start + block) adds its last `stride` rows
-        done, end = start + block - stride, min(start + block, n)
-        assert end - start >= block - stride + 1  # context of every new row
+    expected, done = [model.logprobs(ids[:block])], block  # reference: windows spelled out
+    while done < n:  # a window ends `stride` rows later (the last at row n) and holds `block` ids
+        end = min(done + stride, n)
+        start = end - block
+        assert done - start + 1 >= block - stride + 1  # context of every new row
         expected.append(model.logprobs(ids[start:end])[done - start:])
-        start += stride
+        done = end
     np.testing.assert_allclose(got, np.concatenate(expected), atol=1e-12)
     tok = model.token_logprobs(ids, stride=stride)
     assert tok.shape == (n - 1,)
@@ -258,25 +260,60 @@ def test_sliding_window_scores_every_token_once(spec, data):
     np.testing.assert_allclose(tok, rows[np.arange(n - 1), ids[1:]], atol=1e-12)
 
 
+@settings(max_examples=examples(15))
+@given(spec=configs, data=st.data())
+def test_one_meaning_of_stride_in_every_entry_point(spec, data):
+    """model.logprobs / token_logprobs, windows.window_logprobs and sp.score (with and without
+    the distribution columns) give the same log-probs for one stride."""
+    from seqprob.windows import window_logprobs, window_token_logprobs
+
+    model = from_spec(spec)
+    block = spec["block"]
+    n = data.draw(st.integers(2, 3 * block + 2))
+    stride = data.draw(st.integers(1, block))
+    ids = np.random.default_rng(spec["seed"] + 1).integers(0, spec["V"], n)
+    rows = model.logprobs(ids[:-1], stride=stride)  # (n-1, V)
+    np.testing.assert_allclose(window_logprobs(model, ids[:-1], stride=stride), rows, atol=1e-12)
+    expected = rows[np.arange(n - 1), ids[1:]]
+    np.testing.assert_allclose(model.token_logprobs(ids, stride=stride), expected, atol=1e-12)
+    np.testing.assert_allclose(window_token_logprobs(model, ids, stride=stride), expected, atol=1e-12)
+    for distribution in (True, False):
+        df = sp.score(model, [ids], bos=False, eos=False, stride=stride, distribution=distribution)
+        np.testing.assert_allclose(df["logprob"], expected, atol=1e-12)
+
+
 @settings(max_examples=examples(10))
 @given(spec=configs, data=st.data())
-def test_sliding_window_padded_batch_equals_each_sequence(spec, data):
+def test_sliding_window_batch_equals_each_sequence(spec, data):
+    model = from_spec(spec)
+    block = spec["block"]
+    n = data.draw(st.integers(block + 1, 3 * block + 2))
+    stride = data.draw(st.integers(1, block))
+    batch = np.random.default_rng(spec["seed"]).integers(0, spec["V"], (3, n))
+    out = model.logprobs(batch, stride=stride)
+    tok = model.token_logprobs(batch, stride=stride)
+    for i, s in enumerate(batch):
+        np.testing.assert_allclose(out[i], model.logprobs(s, stride=stride), atol=1e-12)
+        np.testing.assert_allclose(tok[i], model.token_logprobs(s, stride=stride), atol=1e-12)
+
+
+@settings(max_examples=examples(10))
+@given(spec=configs, data=st.data())
+def test_scoring_ragged_long_texts_equals_each_alone(spec, data):
+    """sp.score pads sequences into batches; one longer than the context is scored alone, so
+    padding never moves the model's last window (the default stride included)."""
     model = from_spec(spec)
     block = spec["block"]
     lengths = data.draw(st.lists(st.integers(1, 3 * block + 2), min_size=2, max_size=3))
-    stride = data.draw(st.integers(1, block))
+    stride = data.draw(st.sampled_from([None, 1, block]))
     rng = np.random.default_rng(spec["seed"])
-    seqs = [rng.integers(0, spec["V"], n) for n in lengths]
-    padded = np.zeros((len(seqs), max(lengths)), dtype=np.int64)
+    seqs = [rng.integers(0, spec["V"], n + 1) for n in lengths]
+    together = sp.score(model, seqs, bos=False, eos=False, stride=stride)
     for i, s in enumerate(seqs):
-        padded[i, :len(s)] = s
-    out = model.logprobs(padded, stride=stride)
-    tok = model.token_logprobs(np.concatenate([padded, padded[:, :1]], axis=1), stride=stride)
-    for i, s in enumerate(seqs):
-        np.testing.assert_allclose(out[i, :len(s)], model.logprobs(s, stride=stride), atol=1e-12)
-        if len(s) > 1:
-            np.testing.assert_allclose(tok[i, :len(s) - 1], model.token_logprobs(s, stride=stride),
-                                       atol=1e-12)
+        alone = sp.score(model, [s], bos=False, eos=False, stride=stride)
+        np.testing.assert_allclose(together.loc[together["seq"] == i, "logprob"], alone["logprob"],
+                                   atol=1e-12)
+        np.testing.assert_allclose(alone["logprob"], model.token_logprobs(s, stride=stride), atol=1e-12)
 
 
 def test_logits_refuse_too_long_and_bad_stride():
@@ -291,7 +328,7 @@ def test_logits_refuse_too_long_and_bad_stride():
         model.logprobs(np.zeros(20, dtype=int), stride=0)
     with pytest.raises(InputError, match="stride"):
         model.logprobs(np.zeros(20, dtype=int), stride=9)
-    with pytest.raises(InputError, match=r"stride must be an integer in \[1, block_size=8\], got 2.5"):
+    with pytest.raises(InputError, match=r"stride must be an integer in \[1, 8\] \(the model's context 8\), got 2.5"):
         model.token_logprobs(np.zeros(3, dtype=int), stride=2.5)  # checked for short input too
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from .. import _parallel, nn
 from ..base import BaseLanguageModel
 from ..errors import ContextLengthError, InputError
+from ..functional import check_stride, plan_windows
 from ..vocab import Vocab, check_ids
 from . import backward, decode, stages
 from .block import block_forward, make_workspace, norm_forward
@@ -423,12 +424,13 @@ class GPT(BaseLanguageModel):
 
         Notes
         -----
-        Sliding window: window k covers positions [k s, k s + block) (s = ``stride``); rows
-        0 .. block-1 come from window 0, later rows from the last s rows of the window that
-        ends after them. Every token is scored exactly once, with at least
-        ``block_size - stride + 1`` ids of context; the windows depend only on the position,
-        so a right-padded batch gives the same rows as each sequence alone. ``stride=1``
-        gives every row the full ``block_size`` context (what :meth:`step` computes).
+        Sliding window (:func:`~seqprob.functional.plan_windows`, the plan every scoring
+        function uses): rows 0 .. block-1 come from the first window; each later window ends
+        ``stride`` rows after the previous one and holds the ``block_size`` ids before its end,
+        the last one ending at the last row. Every token is scored exactly once, with at least
+        ``block_size - stride + 1`` ids of context, so ``sp.score(model, ids, stride=s)`` gives
+        these rows. ``stride=1`` gives every row the full ``block_size`` context (what
+        :meth:`step` computes).
 
         Examples
         --------
@@ -483,31 +485,20 @@ class GPT(BaseLanguageModel):
         return self._slide(batch, None, self._logprobs_window, offset=0)
 
     def _slide(self, batch, stride, fn, offset: int, out=None):
-        """Apply ``fn`` (rows out = inputs) over windows of block_size (+offset) ids starting
-        at multiples of ``stride`` (see :meth:`logprobs`); the rows go into ``out`` when given
-        (then ``fn(batch, out)`` must fill it for a single window)."""
+        """Apply ``fn`` (rows out = inputs) over the windows of :func:`~seqprob.functional.plan_windows`
+        (block_size inputs, +offset), keeping each window's new rows; they go into ``out`` when
+        given (then ``fn(batch, out)`` must fill it for a single window)."""
         B, T = batch.shape
         n, block = T - offset, self.config.block_size
-        stride = self._check_stride(stride)
+        stride = max(1, block // 2) if stride is None else check_stride(stride, block)
         if n <= block:
             return fn(batch) if out is None else fn(batch, out)
-        first = fn(batch[:, :block + offset])
-        if out is None:
-            out = self._output((B, n) + first.shape[2:], "the windows' rows", first.dtype)
-        out[:, :block] = first
-        for start in range(stride, n - block + stride, stride):
-            done, end = start + block - stride, min(start + block, n)  # new rows: done .. end-1
-            out[:, done:end] = fn(batch[:, start:end + offset])[:, done - start:]
+        for start, end, new in plan_windows(n, block, stride):
+            rows = fn(batch[:, start:end + offset])  # (B, end - start, ...)
+            if out is None:
+                out = self._output((B, n) + rows.shape[2:], "the windows' rows", rows.dtype)
+            out[:, new:end] = rows[:, new - start:]
         return out
-
-    def _check_stride(self, stride) -> int:
-        block = self.config.block_size
-        if stride is None:
-            return max(1, block // 2)
-        if isinstance(stride, bool) or not isinstance(stride, (int, np.integer)) or not 1 <= stride <= block:
-            raise InputError(f"stride must be an integer in [1, block_size={block}], got {stride!r}",
-                             value=stride, limit=block)
-        return int(stride)
 
     @_quiet
     def logits(self, ids) -> np.ndarray:
