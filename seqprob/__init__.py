@@ -14,11 +14,8 @@ from .optim import AdamW
 from .protocols import LanguageModel
 from .registry import default_model, load_model
 from .sampling import generate, sample
-from .scoring import evaluate, joint_logprob, perplexity, score, summarize
-from .words import word_scores
-from .conditional import conditional_logprob
-from .compare import compare
-from .compress import compress, decompress
+from .scoring import (Comparison, Evaluation, compare, compress, conditional_logprob, decompress, evaluate,
+                      evaluate_dask, joint_logprob, perplexity, score, summarize, word_scores)
 from .table import JointTable, UniformModel, lookup_table_size
 from .tokenizers import (BPETokenizer, CharTokenizer, TiktokenTokenizer, Tokenizer, WhitespaceTokenizer,
                          load_tokenizer)

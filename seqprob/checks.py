@@ -17,9 +17,11 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
+
 from .errors import InputError
 
-__all__ = ["check_int", "check_real"]
+__all__ = ["check_int", "check_real", "check_seed"]
 
 
 def _range_text(kind: str, low, high, low_open: bool = False, high_open: bool = False) -> str:
@@ -110,3 +112,25 @@ def check_real(name: str, value, low: float | None = None, high: float | None = 
         raise InputError(f"{name} must be {_range_text('a number', low, high, low_open, high_open)}, "
                          f"got {value!r}", value=value, limit=limit)
     return v
+
+
+def check_seed(seed) -> np.random.Generator:
+    """A ``numpy.random.Generator`` from ``seed`` (None, an integer >= 0, a SeedSequence, a
+    BitGenerator or a Generator, as ``numpy.random.default_rng`` takes them); anything else is
+    an :class:`InputError` naming it.
+
+    Examples
+    --------
+    >>> float(check_seed(0).random()) == float(check_seed(0).random())
+    True
+    >>> check_seed(-1)
+    Traceback (most recent call last):
+    ...
+    seqprob.errors.InputError: seed must be None, an integer >= 0 or a SeedSequence, got -1 (...)
+    """
+    try:
+        return np.random.default_rng(seed)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"seed must be None, an integer >= 0 or a SeedSequence, got {seed!r} ({exc})",
+                         value=seed) from None
+

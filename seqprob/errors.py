@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "SeqProbError", "InputError", "TokenIdError", "UnknownTokenError", "TemperatureError",
-    "ContextLengthError",
+    "ContextLengthError", "WordAlignmentError",
     "NotFittedError", "fitted", "has_attribute", "TokenizerError", "UnknownTokenizerError", "SeqProbFileError",
     "FileFormatError", "ArpaFormatError", "CheckpointError", "GrammarError",
     "TrainingDivergedError", "MemoryBudgetError", "PartitionError",
@@ -82,6 +82,11 @@ def fitted(obj, attr: str, hint: str = "call fit() first"):
     if value is None:
         raise NotFittedError(f"{type(obj).__name__} is not fitted yet: {hint}", attribute=attr)
     return value
+
+
+class WordAlignmentError(InputError):
+    """A text's tokens cannot be split into the requested words (a token spans two words, or
+    lies outside every word)."""
 
 
 class TokenizerError(SeqProbError, ValueError):

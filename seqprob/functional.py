@@ -3,7 +3,7 @@
 Every function works on float32 and float64 arrays of any leading shape and reduces over
 ``axis`` (the vocabulary axis, last by default). Natural logs throughout; conversions to
 bits and log10 are explicit. :func:`plan_windows` is the one sliding-window plan for sequences
-longer than a model's context: the GPT's own ``stride`` and :mod:`seqprob.windows` both use it.
+longer than a model's context: the GPT's own ``stride`` and :mod:`seqprob.scoring.windows` both use it.
 """
 from __future__ import annotations
 

@@ -4,18 +4,13 @@ from __future__ import annotations
 import numpy as np
 
 from ._io import check_text
-from .checks import check_int, check_real
+from .checks import check_int, check_real, check_seed
 from .errors import InputError
 from .functional import softmax
 from .protocols import model_tokenizer
 from .vocab import check_ids
 
 __all__ = ["next_token_probs", "generate", "sample"]
-
-
-def _check_int(value, name: str, minimum: int) -> int:
-    """``value`` as an int, or :class:`InputError` naming it and the limit."""
-    return check_int(name, value, low=minimum)
 
 
 def next_token_probs(logprobs, temperature: float = 1.0, top_k: int | None = None,
@@ -45,7 +40,7 @@ def next_token_probs(logprobs, temperature: float = 1.0, top_k: int | None = Non
     row = np.asarray(logprobs)
     p = softmax(row.astype(np.float64) if row.dtype.kind in "iuf" else row, temperature=temperature)  # (V,)
     if top_k is not None:
-        k = _check_int(top_k, "top_k", 1)
+        k = check_int("top_k", top_k, low=1)
         if k < p.size:
             kth = np.partition(p, -k)[-k]
             p = np.where(p >= kth, p, 0.0)
@@ -67,8 +62,8 @@ def generate(model, prefix_ids, max_new_tokens: int = 50, temperature: float = 1
     ``numpy.random.Generator`` (same seed, same tokens), and never emits ``<s>``. Stops after
     ``</s>`` when ``stop_at_eos`` (the ``</s>`` is not returned).
     """
-    max_new_tokens = _check_int(max_new_tokens, "max_new_tokens", 0)
-    rng = _rng(seed)
+    max_new_tokens = check_int("max_new_tokens", max_new_tokens, low=0)
+    rng = check_seed(seed)
     vocab = model.vocab
     state = model.start(check_ids(prefix_ids, len(vocab), name="prefix_ids"))
     out: list[int] = []
@@ -83,14 +78,6 @@ def generate(model, prefix_ids, max_new_tokens: int = 50, temperature: float = 1
         if len(out) < max_new_tokens:
             state = model.step(state, token)
     return out
-
-
-def _rng(seed) -> np.random.Generator:
-    try:
-        return np.random.default_rng(seed)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"seed must be None, an integer >= 0 or a SeedSequence, got {seed!r} ({exc})",
-                         value=seed) from None
 
 
 def sample(model, prompt: str = "", tokenizer=None, max_new_tokens: int = 50,
@@ -136,8 +123,8 @@ def sample(model, prompt: str = "", tokenizer=None, max_new_tokens: int = 50,
     prompt = check_text(prompt, "prompt")
     prompt_ids = tok.encode(prompt) if prompt else []
     prefix = [model.vocab.bos_id] + list(prompt_ids)
-    # sample i uses the i-th child of SeedSequence(seed) (the seed is checked by _rng)
-    seeds = [seed] if n is None else _rng(seed).bit_generator.seed_seq.spawn(_check_int(n, "n", 0))
+    # sample i uses the i-th child of SeedSequence(seed) (the seed is checked by check_seed)
+    seeds = [seed] if n is None else check_seed(seed).bit_generator.seed_seq.spawn(check_int("n", n, low=0))
     texts = [tok.decode(list(prompt_ids) + generate(model, prefix, max_new_tokens, temperature,
                                                     top_k, top_p, s, stop_at_eos)) for s in seeds]
     return texts[0] if n is None else texts

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import seqprob as sp
-from seqprob.compare import bootstrap_ratio
+from seqprob.scoring.comparison import bootstrap_ratio
 from seqprob.errors import InputError
 
 from budget import examples
@@ -73,7 +73,7 @@ def kn():
 
 
 def test_n_boot_has_limits(kn):
-    from seqprob.compare import MAX_BOOT
+    from seqprob.scoring.comparison import MAX_BOOT
 
     with pytest.raises(InputError, match=f"n_boot must be an integer in \\[100, {MAX_BOOT}\\], got {10**12}"):
         sp.compare(kn, ["a b", "b c"], n_boot=10 ** 12)
@@ -85,7 +85,7 @@ def test_n_boot_has_limits(kn):
 def test_redraws_in_chunks_equal_the_whole_matrix(monkeypatch, rows):
     """Past WHOLE_BOOT_BYTES the redraw counts are drawn again in row chunks for each product:
     the same counts as one whole draw, so the same intervals, in bounded memory."""
-    C = sys.modules["seqprob.compare"]  # seqprob.compare is also the function
+    C = sys.modules["seqprob.scoring.comparison"]
 
     x = np.random.default_rng(1).random(50)
     whole = C._Redraws(50, 300, seed=4)
@@ -102,7 +102,7 @@ def test_redraws_in_chunks_equal_the_whole_matrix(monkeypatch, rows):
 
 
 def test_compare_is_the_same_with_chunked_redraws(kn, monkeypatch):
-    C = sys.modules["seqprob.compare"]  # seqprob.compare is also the function
+    C = sys.modules["seqprob.scoring.comparison"]
 
     texts = ["a b", "b c", "c a b", "a a", "b"] * 4
     before = sp.compare(kn, texts, n_boot=200, seed=0).models
@@ -113,7 +113,7 @@ def test_compare_is_the_same_with_chunked_redraws(kn, monkeypatch):
 def test_compare_draws_the_redraws_once_however_many_models(kn, monkeypatch):
     """Chunked redraws are drawn again for every product: compare makes one product of every
     model's columns, so three models (three rows, three pairs) cost one pass of draws."""
-    C = sys.modules["seqprob.compare"]
+    C = sys.modules["seqprob.scoring.comparison"]
     texts = ["a b", "b c", "c a b", "a a", "b"] * 4
     models = {"kn": kn, "wb": sp.ngram.WittenBell(order=2).fit(["a b c", "b c a", "c a b"]),
               "ad": sp.ngram.AbsoluteDiscount(order=2, discount=0.5).fit(["a b c", "b c a", "c a b"])}

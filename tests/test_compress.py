@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import seqprob as sp
-from seqprob.compress import HEADER_BYTES, CompressedDataError, code_length_bits, quantize
+from seqprob.scoring.compression import HEADER_BYTES, CompressedDataError, code_length_bits, quantize
 from seqprob.errors import InputError
 
 from small_models import LINES, gpt, tok  # noqa: F401 - shared fixtures

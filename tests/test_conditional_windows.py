@@ -7,7 +7,9 @@ from hypothesis import given, settings, strategies as st
 
 import seqprob as sp
 from seqprob.errors import ContextLengthError, InputError
-from seqprob.windows import plan_windows, stride_sweep, window_logprobs, window_token_logprobs
+from seqprob.functional import plan_windows
+from seqprob.scoring import stride_sweep
+from seqprob.scoring.windows import window_logprobs, window_token_logprobs
 
 from small_models import LINES, gpt, tok  # noqa: F401 - shared fixtures
 from budget import examples

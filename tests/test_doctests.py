@@ -19,7 +19,7 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages(seqprob.__path__, "seqpro
 
 
 def test_every_module_is_listed():
-    assert {"seqprob.arpa", "seqprob.gpt.block", "seqprob.app.cli", "seqprob.words"} <= set(MODULES)
+    assert {"seqprob.arpa", "seqprob.gpt.block", "seqprob.app.cli", "seqprob.scoring.words"} <= set(MODULES)
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -33,7 +33,7 @@ def test_docstring_examples(name, capsys):
 #: modules whose public functions carry examples: an empty Examples run would pass unnoticed
 WITH_EXAMPLES = ["seqprob.counts", "seqprob.arpa", "seqprob.ngram", "seqprob.ngram.base",
                  "seqprob.ngram.estimators", "seqprob.ngram.kneser_ney", "seqprob.ngram.tables",
-                 "seqprob.functional", "seqprob.vocab", "seqprob.table", "seqprob.scoring",
+                 "seqprob.functional", "seqprob.vocab", "seqprob.table", "seqprob.scoring.tokens", "seqprob.scoring.corpus",
                  "seqprob.sampling", "seqprob.tokenizers.simple", "seqprob.tokenizers.bpe",
                  "seqprob.truth.grammar", "seqprob.truth.toy_english", "seqprob.analysis.truth",
                  "seqprob.analysis.calibration", "seqprob.analysis.embeddings", "seqprob.analysis.lens",

@@ -265,7 +265,7 @@ def test_sliding_window_scores_every_token_once(spec, data):
 def test_one_meaning_of_stride_in_every_entry_point(spec, data):
     """model.logprobs / token_logprobs, windows.window_logprobs and sp.score (with and without
     the distribution columns) give the same log-probs for one stride."""
-    from seqprob.windows import window_logprobs, window_token_logprobs
+    from seqprob.scoring.windows import window_logprobs, window_token_logprobs
 
     model = from_spec(spec)
     block = spec["block"]

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from budget import examples
 from seqprob.arpa import write_arpa
-from seqprob.distributed import evaluate_dask
+from seqprob.scoring import evaluate_dask
 from seqprob.errors import InputError, PartitionError
 from seqprob.ngram import MLE, DiscountFallbackWarning, ModifiedKneserNey, WittenBell
 from seqprob.ngram._dask_mkn import bucket_of
@@ -104,9 +104,9 @@ def test_fit_dask_mle_with_a_binary_merge_tree(train, tmp_path):
 def test_docstring_examples(client):
     import doctest
 
-    import seqprob.distributed
+    import seqprob.scoring.corpus
 
-    result = doctest.testmod(seqprob.distributed, optionflags=doctest.ELLIPSIS)
+    result = doctest.testmod(seqprob.scoring.corpus, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
 
 

@@ -49,8 +49,8 @@ def test_compress_decompress_round_trip(corpus, tmp_path, capsys):
     assert "truncated" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("module", ["seqprob.words", "seqprob.conditional", "seqprob.windows", "seqprob.compare",
-                                    "seqprob.compress", "seqprob.truth.tokenized", "seqprob.plots.windows"])
+@pytest.mark.parametrize("module", ["seqprob.scoring.words", "seqprob.scoring.conditional", "seqprob.scoring.windows", "seqprob.scoring.comparison",
+                                    "seqprob.scoring.compression", "seqprob.truth.tokenized", "seqprob.plots.windows"])
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0

@@ -184,16 +184,16 @@ def test_big_vocabulary_without_distribution_builds_no_v_sized_block():
     df = sp.score({"big": model}, ids, distribution=False)
     assert len(df) == 300 * 41 and "entropy_bits" not in df
     assert all(len(shape) == 2 for shape in model.blocks)  # only token_logprobs: (B, T)
-    assert max(b * t for b, t in model.blocks) <= scoring._MAX_BATCH_TOKENS
+    assert max(b * t for b, t in model.blocks) <= scoring.core._MAX_BATCH_TOKENS
     np.testing.assert_allclose(df.logprob, -math.log(len(model.vocab)))
 
 
 def test_big_vocabulary_with_distribution_keeps_blocks_bounded(monkeypatch):
-    monkeypatch.setattr(scoring, "_MAX_BLOCK_FLOATS", 2 ** 20)  # 20 positions of 50,257 floats
+    monkeypatch.setattr(scoring.core, "_MAX_BLOCK_FLOATS", 2 ** 20)  # 20 positions of 50,257 floats
     model = _BigVocab()
     df = sp.score({"big": model}, [list(range(i, i + 8)) for i in range(20)])
     assert all(len(shape) == 3 for shape in model.blocks) and len(model.blocks) == 10
-    assert max(b * t * v for b, t, v in model.blocks) <= scoring._MAX_BLOCK_FLOATS
+    assert max(b * t * v for b, t, v in model.blocks) <= scoring.core._MAX_BLOCK_FLOATS
     np.testing.assert_allclose(df.entropy_bits, math.log2(len(model.vocab)), rtol=1e-6)
     assert (df["rank"] == 1).all()
 
@@ -326,8 +326,8 @@ def test_bad_stride_is_refused_for_a_model_without_a_context(table, stride):
 
 @pytest.mark.parametrize("stride", [0, "x"])
 def test_the_window_functions_refuse_a_bad_stride_for_a_model_without_a_context(table, stride):
-    """The check lives in seqprob.windows: every caller, public or not, gets it."""
-    from seqprob.windows import window_logprobs
+    """The check lives in seqprob.scoring.windows: every caller, public or not, gets it."""
+    from seqprob.scoring.windows import window_logprobs
     with pytest.raises(InputError, match="stride must be an integer >= 1"):
         window_logprobs(table, [0, 1], stride=stride)
 

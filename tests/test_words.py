@@ -7,7 +7,8 @@ from hypothesis import given, settings, strategies as st
 
 import seqprob as sp
 from seqprob.errors import InputError
-from seqprob.words import WordAlignmentError, word_scores, word_start_mask
+from seqprob.errors import WordAlignmentError
+from seqprob.scoring.words import word_scores, word_start_mask
 
 from small_models import LINES, gpt, tok  # noqa: F401 - shared fixtures
 from budget import examples
@@ -109,7 +110,7 @@ def test_bad_input_is_named(bpe_gpt, bpe):
 
 def test_token_spans_from_decoded_prefixes_when_pieces_are_not_surface_strings(bpe):
     """A tokenizer whose pieces carry marks ("Ġcat") is aligned by decoding prefixes."""
-    from seqprob.words import _prefix_spans, token_byte_spans
+    from seqprob.scoring.core import _prefix_spans, token_byte_spans
 
     class Marked(sp.WhitespaceTokenizer):
         def pieces(self, text):

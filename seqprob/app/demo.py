@@ -219,7 +219,7 @@ def run_demo(out="seqprob-demo", seed: int = 0, quick: bool = False, retrain: bo
 
 def _echo_compression(models: dict, texts: list, tokenizer, echo) -> None:
     """Prediction is compression: P* gives the shortest code of its own text."""
-    from ..compress import compression_table
+    from ..scoring.compression import compression_table
 
     table = compression_table(models, texts, tokenizer=tokenizer)
     echo(f"\narithmetic coding of {len(texts)} held-out sentences: real code size vs cross-entropy "

@@ -49,7 +49,7 @@ def nll_by_position(df, ax=None, unit: str = "nats", **style):
 
 
 def perplexity_by_stride(sweep, ax=None, **style):
-    """Perplexity against the sliding-window stride (:func:`seqprob.windows.stride_sweep`).
+    """Perplexity against the sliding-window stride (:func:`seqprob.scoring.stride_sweep`).
 
     Parameters
     ----------

@@ -37,7 +37,7 @@ def _read(path: str, binary: bool):
 def run_compress(args) -> int:
     """Compress, write atomically, and report the size beside the model's cross-entropy."""
     from ..._io import atomic_write
-    from ...compress import HEADER_BYTES, compress
+    from ...scoring.compression import HEADER_BYTES, compress
     from ...scoring import evaluate
 
     refuse_overwriting_inputs(args.output, args.input, args.model, args.tokenizer)
@@ -63,7 +63,7 @@ def run_compress(args) -> int:
 def run_decompress(args) -> int:
     """Decode and write the text (stdout by default)."""
     from ..._io import atomic_write
-    from ...compress import decompress
+    from ...scoring import decompress
 
     refuse_overwriting_inputs(args.output, args.input, args.model, args.tokenizer)
     model = load_model(args.model)

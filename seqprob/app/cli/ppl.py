@@ -65,8 +65,8 @@ def run(args) -> int:
 
 
 def _interval_rows(model, texts, tok, args) -> list:
-    """Rows of the bootstrap intervals (:func:`seqprob.compare.compare`)."""
-    from ...compare import compare
+    """Rows of the bootstrap intervals (:func:`seqprob.compare`)."""
+    from ...scoring import compare
 
     cmp = compare({"model": model}, texts, tokenizer=tok, n_boot=args.n_boot, seed=args.seed,
                   stride=args.stride, bos_per_window=args.bos_per_window)

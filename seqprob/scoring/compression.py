@@ -25,7 +25,8 @@ import zlib
 
 import numpy as np
 
-from .errors import FileFormatError, InputError
+from ..errors import FileFormatError, InputError
+from .corpus import evaluate
 
 __all__ = ["compress", "decompress", "CompressedDataError", "HEADER_BYTES", "quantize", "code_length_bits",
            "compression_table"]
@@ -298,7 +299,6 @@ def compression_table(models: dict, texts, tokenizer=None):
     """
     import pandas as pd
 
-    from .scoring import evaluate
 
     lines = [t for t in texts if t]
     text = "\n".join(lines)

@@ -18,26 +18,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._io import check_text
-from .errors import InputError, TokenizerError
-from .functional import LN2, LN10, logsumexp
-from .scoring import _as_models, _model_tokenizer, encode_for_model
-from .tokenizers.base import iter_texts
+from .._io import check_text
+from ..errors import InputError, TokenizerError, WordAlignmentError
+from ..functional import LN2, LN10, logsumexp
+from ..tokenizers.base import iter_texts
+from .core import SPACE_BYTES, check_models, encode_for_model, resolve_tokenizer, token_byte_spans
 from .windows import window_logprobs
 
-__all__ = ["word_scores", "WordAlignmentError", "word_start_mask", "token_byte_spans"]
+__all__ = ["word_scores", "word_start_mask"]
 
 log = logging.getLogger(__name__)
 
-_SPACE_BYTES = frozenset(b" \t\n\r\x0b\x0c")
 #: first characters that mark a word-initial token: a space (tiktoken / seqprob BPE display
 #: strings), GPT-2's ``Ġ`` (space) and ``Ċ`` (newline) in HF vocabularies, SentencePiece's ``▁``
 _WORD_START_MARKS = ("Ġ", "Ċ", "▁")
 
 
-class WordAlignmentError(InputError):
-    """A text's tokens cannot be split into the requested words (a token spans two words, or
-    lies outside every word)."""
 
 
 @dataclass
@@ -47,38 +43,8 @@ class _WordSpans:
     n_context: int = 0     # leading words that belong to the context (not scored)
 
 
-def token_byte_spans(tokenizer, text: str, ids: list) -> np.ndarray:
-    """(T, 2) byte offsets [start, end) of each token of ``ids`` (= ``tokenizer.encode(text)``)
-    in ``text.encode("utf-8")``; :class:`WordAlignmentError` when they do not tile the text."""
-    raw = text.encode("utf-8")
-    if hasattr(tokenizer, "decode_bytes"):
-        lengths = [len(tokenizer.decode_bytes([i])) for i in ids]
-        if tokenizer.decode_bytes(ids) != raw:
-            raise WordAlignmentError(f"the tokens of {text!r:.60} do not spell the text back",
-                                     text=text)
-        ends = np.cumsum(lengths)
-        return np.stack([ends - lengths, ends], axis=1).reshape(-1, 2)  # (T, 2)
-    spans, cursor = [], 0
-    for piece in tokenizer.pieces(text):
-        at = text.find(piece, cursor)
-        if at < 0:  # pieces are not surface strings (e.g. "Ġcat"): decode prefixes instead
-            return _prefix_spans(tokenizer, text, ids)
-        start, cursor = len(text[:at].encode("utf-8")), at + len(piece)
-        spans.append((start, len(text[:cursor].encode("utf-8"))))
-    return np.array(spans, dtype=np.int64).reshape(-1, 2)  # (T, 2)
 
 
-def _prefix_spans(tokenizer, text: str, ids: list) -> np.ndarray:
-    """Token spans from the decoded prefixes ids[:k] (each must be a prefix of ``text``)."""
-    ends = []
-    for k in range(1, len(ids) + 1):
-        prefix = tokenizer.decode(ids[:k])
-        if not text.startswith(prefix):
-            raise WordAlignmentError(f"cannot locate token {k} of {text!r:.60}: the decoded prefix "
-                                     f"{prefix!r:.60} is not a prefix of the text", position=k, text=text)
-        ends.append(len(prefix.encode("utf-8")))
-    ends = np.array(ends, dtype=np.int64)
-    return np.stack([np.concatenate([[0], ends[:-1]]), ends], axis=1).reshape(-1, 2)  # (T, 2)
 
 
 def _word_matches(text: str, words) -> list:
@@ -100,7 +66,7 @@ def _align(text: str, spans: np.ndarray, raw: bytes, matches: list, trailing: bo
     starts = np.array([m[0] for m in matches])
     out = np.full(len(spans), -1, dtype=np.int64)
     for t, (a, b) in enumerate(spans.tolist()):
-        core = [i for i in range(a, b) if raw[i] not in _SPACE_BYTES]
+        core = [i for i in range(a, b) if raw[i] not in SPACE_BYTES]
         if not core:
             continue
         w = int(np.searchsorted(starts, core[0], side="right")) - 1
@@ -181,7 +147,7 @@ def word_scores(models, texts, tokenizer=None, words="whitespace", eos: bool = T
         Overrides the tokenizer's ``word_boundary``.
     stride : int, optional
         Sliding-window stride for texts longer than the model's context (see
-        :func:`seqprob.windows.window_logprobs`).
+        :func:`seqprob.scoring.windows.window_logprobs`).
 
     Returns
     -------
@@ -205,14 +171,14 @@ def word_scores(models, texts, tokenizer=None, words="whitespace", eos: bool = T
     """
     import pandas as pd
 
-    models = _as_models(models)
+    models = check_models(models)
     items = [check_text(texts, "texts")] if isinstance(texts, str) else list(iter_texts(texts, "texts"))
     if not items:
         raise InputError("nothing to score: the list of texts is empty")
     contexts = _contexts(context, len(items))
     frames = []
     for name, model in models.items():
-        tok = _model_tokenizer(model, tokenizer)
+        tok = resolve_tokenizer(model, tokenizer)
         if tok is None:
             raise InputError("word_scores needs a tokenizer: pass tokenizer=... or use a model with .tokenizer")
         boundary = word_boundary or tok.word_boundary

@@ -1,11 +1,11 @@
 """Sliding windows for texts longer than a model's context, over the model contract.
 
 A model with a finite context window tells its width by an attribute (read by
-:func:`context_size`, in this order): ``model.context_size``, ``model.block_size``, or
-``model.config.block_size`` (the numpy GPT). Models without one (n-grams, P*) read the whole
-sequence at once and need no window.
+:func:`~seqprob.scoring.core.context_size`, in this order): ``model.context_size``,
+``model.block_size``, or ``model.config.block_size`` (the numpy GPT). Models without one
+(n-grams, P*) read the whole sequence at once and need no window.
 
-Window plan (:func:`plan_windows`): the first window holds the first W inputs; each later
+Window plan (:func:`seqprob.functional.plan_windows`, which the GPT's own ``stride`` uses too): the first window holds the first W inputs; each later
 window ends ``stride`` rows after the previous one and starts W' = W (or W - 1 with
 ``bos_per_window``, whose windows are ``<s>`` + W - 1 ids) inputs before its end. Its new rows
 are its last ``stride`` ones; the last window ends at the last row (right-aligned) and so gives
@@ -18,31 +18,16 @@ import logging
 
 import numpy as np
 
-from .checks import check_int
-from .errors import ContextLengthError, InputError
-from .functional import check_stride, plan_windows
+from ..checks import check_int
+from ..errors import ContextLengthError, InputError
+from ..functional import check_stride, plan_windows
+from .core import check_logprobs, context_size, row_stats, score_batched
 
-__all__ = ["context_size", "plan_windows", "window_logprobs", "window_token_logprobs", "check_stride"]
+__all__ = ["window_logprobs", "window_token_logprobs", "score_windowed"]
 
 log = logging.getLogger(__name__)
 
 
-def context_size(model) -> int | None:
-    """The model's context width W (inputs per call), or None when it has no limit.
-
-    Reads ``model.context_size``, else ``model.block_size``, else ``model.config.block_size``.
-
-    Examples
-    --------
-    >>> import seqprob as sp
-    >>> context_size(sp.default_model()), context_size(sp.toy_english())
-    (32, None)
-    """
-    for value in (getattr(model, "context_size", None), getattr(model, "block_size", None),
-                  getattr(getattr(model, "config", None), "block_size", None)):
-        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-            return int(value)
-    return None
 
 
 def _check_ignored_stride(stride) -> None:
@@ -125,26 +110,25 @@ def window_token_logprobs(model, ids, stride: int | None = None, bos_per_window:
     return np.concatenate(parts)  # (T,)
 
 
-def score_long(model, enc, with_distribution: bool, stride, bos_per_window: bool) -> dict:
-    """What ``scoring._score_model`` gives for one sequence, computed window by window."""
-    from .scoring import _check_not_nan, _row_stats
-
+def _score_long(model, enc, with_distribution: bool, stride, bos_per_window: bool) -> dict:
+    """What :func:`~seqprob.scoring.core.score_batched` gives for one sequence, computed window
+    by window."""
     if with_distribution:
         rows = window_logprobs(model, enc.ids[:-1], stride, bos_per_window)  # (T, V)
-        lp, ent, rank = (a[0] for a in _row_stats(rows[None], enc.ids[None, 1:]))
+        lp, ent, rank = (a[0] for a in row_stats(rows[None], enc.ids[None, 1:]))
     else:
         lp = window_token_logprobs(model, enc.ids, stride, bos_per_window)  # (T,)
-    out = {"logprob": np.where(enc.impossible, -np.inf, _check_not_nan(lp, model, 0))}
+    out = {"logprob": np.where(enc.impossible, -np.inf, check_logprobs(lp, model, 0))}
     if with_distribution:
         out["entropy_bits"] = ent
         out["rank"] = np.where(enc.impossible, len(model.vocab), rank)
     return out
 
 
-def score_all(model, encoded: list, with_distribution: bool, stride, bos_per_window: bool,
-              score_batched) -> list:
-    """Per sequence results: those longer than the model's context by windows, the rest batched
-    by ``score_batched(model, encoded, with_distribution)``."""
+def score_windowed(model, encoded: list, with_distribution: bool, stride, bos_per_window: bool) -> list:
+    """:func:`~seqprob.scoring.core.score_batched`'s results, with the sequences longer than the
+    model's context scored by sliding windows (each alone: padding in a batch would move its
+    last window)."""
     width = context_size(model)
     if width is None:
         _check_ignored_stride(stride)
@@ -163,38 +147,7 @@ def score_all(model, encoded: list, with_distribution: bool, stride, bos_per_win
         if stride is None and not bos_per_window:  # the model's own sliding, on this sequence
             results[i] = score_batched(model, [encoded[i]], with_distribution)[0]  # alone: padding
         else:                                      # would move its last window
-            results[i] = score_long(model, encoded[i], with_distribution, stride, bos_per_window)
+            results[i] = _score_long(model, encoded[i], with_distribution, stride, bos_per_window)
     return results
 
 
-def stride_sweep(model, texts, strides, tokenizer=None, bos_per_window: bool = False, eos: bool = True):
-    """Perplexity of ``texts`` for each stride (the data of :func:`seqprob.plots.perplexity_by_stride`).
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns stride, perplexity, bits_per_token, n_tokens, context_size.
-
-    Notes
-    -----
-    A smaller stride gives each token more context (at least W' - stride + 1 inputs), so for a
-    model that uses its context the perplexity falls as the stride falls (stride = W' gives
-    disjoint windows, lm-eval's rolling windows).
-
-    Examples
-    --------
-    >>> import seqprob as sp
-    >>> m = sp.default_model()
-    >>> text = " ".join(sp.toy_english().sample(12, seed=0))
-    >>> stride_sweep(m, [text], [8, 32]).columns.tolist()
-    ['stride', 'perplexity', 'bits_per_token', 'n_tokens', 'context_size']
-    """
-    import pandas as pd
-
-    from .scoring import evaluate
-
-    rows = []
-    for stride in strides:
-        ev = evaluate(model, texts, tokenizer=tokenizer, eos=eos, stride=stride, bos_per_window=bos_per_window)
-        rows.append((int(stride), ev.perplexity, ev.bits_per_token, ev.n_tokens, context_size(model)))
-    return pd.DataFrame(rows, columns=["stride", "perplexity", "bits_per_token", "n_tokens", "context_size"])

@@ -14,9 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checks import check_int, check_real
-from .errors import InputError
-from .functional import LN2
+from ..checks import check_int, check_real, check_seed
+from ..errors import InputError
+from ..functional import LN2
+from ..tokenizers.base import iter_texts
+from .core import check_models
+from .tokens import score, summarize
 
 __all__ = ["compare", "Comparison", "bootstrap_ratio", "MIN_BOOT", "MAX_BOOT"]
 
@@ -64,11 +67,9 @@ class _Redraws:
     ndim = 2
 
     def __init__(self, n_items: int, n_boot: int, seed):
-        from .sampling import _rng
-
         self.shape = (n_boot, n_items)
         self.rows = max(1, WHOLE_BOOT_BYTES // (8 * n_items))
-        rng = _rng(seed)
+        rng = check_seed(seed)
         # a Generator passed in gives a new independent child at each call (its seed sequence
         # counts the children spawned); an integer seed the same generator every time
         given = isinstance(seed, (np.random.Generator, np.random.BitGenerator))
@@ -178,7 +179,6 @@ def _ratio_interval(numer, denom, sums, confidence: float) -> tuple[float, float
 def _per_sentence(name, model, texts, tokenizer, bos, eos, stride, bos_per_window) -> tuple:
     """(nll nats, tokens, bytes) per sentence, each (n,); InputError when ``model`` gives a
     token probability 0 (its perplexity would be infinite, its interval undefined)."""
-    from .scoring import score, summarize
 
     df = score(model, texts, tokenizer=tokenizer, bos=bos, eos=eos, distribution=False,
                stride=stride, bos_per_window=bos_per_window)
@@ -251,10 +251,8 @@ def compare(models, texts, tokenizer=None, n_boot: int = 1000, seed=None, confid
     """
     import pandas as pd
 
-    from .scoring import _as_models
-    from .tokenizers.base import iter_texts
 
-    models = _as_models(models)
+    models = check_models(models)
     n_boot, confidence = _check(n_boot, confidence)
     texts = [texts] if isinstance(texts, str) else list(iter_texts(texts, "texts"))
     if len(texts) < 2:
