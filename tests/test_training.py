@@ -278,6 +278,150 @@ def test_eval_windows_score_each_target_at_most_once(n, block, cap):
         assert len(windows) == min(cap, (n - 1) // block)
 
 
+# -- the best checkpoint, the overfitting warning, Ctrl-C -----------------------------------------
+def scripted_val(monkeypatch, losses):
+    """Make the validation losses of the next run ``losses``, in order (the training itself,
+    hence the weights of every step, stay real)."""
+    import seqprob.training as training
+
+    values = iter(losses)
+    monkeypatch.setattr(training, "evaluate_loss", lambda *a, **k: next(values))
+
+
+def test_keep_best_keeps_the_lowest_validation_loss_beside_the_last(tmp_path, monkeypatch):
+    from seqprob.training import kept_best
+
+    scripted_val(monkeypatch, [3.0, 2.0, 2.5, 2.6, 2.4])  # evaluations at steps 2, 4 .. 10
+    ck = tmp_path / "ck"
+    train(GPT(CFG, seed=0), STREAM, steps=10, val_ids=VAL, eval_every=2, checkpoint=ck,
+          warn_patience=None, **kw())
+    assert kept_best(ck) == (4, 2.0)
+    assert load_checkpoint(ck).extra["step"] == 10  # the folder itself: the last step
+    at_4 = GPT(CFG, seed=0)
+    train(at_4, STREAM, steps=10, stop_at=4, **kw())
+    best = load_checkpoint(ck / "best")
+    np.testing.assert_array_equal(best.model.flat_params_, at_4.flat_params_)  # survived 3 saves
+    assert best.optimizer_state is None and best.extra == {"step": 4, "val_loss": 2.0}
+    assert not [p.name for p in tmp_path.iterdir() if p.name != "ck"]  # nothing left beside it
+
+
+def test_keep_best_options(tmp_path, monkeypatch):
+    with pytest.raises(InputError, match="keep_best=True needs checkpoint=FOLDER"):
+        train(GPT(CFG), STREAM, steps=2, val_ids=VAL, keep_best=True, **kw())
+    with pytest.raises(InputError, match="keep_best=True needs val_ids"):
+        train(GPT(CFG), STREAM, steps=2, checkpoint=tmp_path / "a", keep_best=True, **kw())
+    train(GPT(CFG), STREAM, steps=2, val_ids=VAL, checkpoint=tmp_path / "b", keep_best=False, **kw())
+    train(GPT(CFG), STREAM, steps=2, checkpoint=tmp_path / "c", **kw())  # no validation: no best
+    assert not (tmp_path / "b" / "best").exists() and not (tmp_path / "c" / "best").exists()
+    with pytest.raises(InputError, match="warn_patience"):
+        train(GPT(CFG), STREAM, steps=2, val_ids=VAL, warn_patience=0, **kw())
+
+
+def test_a_fresh_run_does_not_keep_an_older_runs_best(tmp_path, monkeypatch):
+    from seqprob.training import kept_best
+
+    ck = tmp_path / "ck"
+    scripted_val(monkeypatch, [1.0, 5.0])
+    train(GPT(CFG), STREAM, steps=4, val_ids=VAL, eval_every=2, checkpoint=ck, **kw())
+    assert kept_best(ck) == (2, 1.0)
+    scripted_val(monkeypatch, [3.0, 2.0])
+    train(GPT(CFG), STREAM, steps=4, val_ids=VAL, eval_every=2, checkpoint=ck, checkpoint_every=4,
+          **kw())
+    assert kept_best(ck) == (4, 2.0)
+
+
+def test_rising_validation_loss_warns_once(monkeypatch):
+    from seqprob.training import OverfittingWarning
+
+    scripted_val(monkeypatch, [3.0, 2.0, 2.5, 2.6, 2.7, 2.8])
+    with pytest.warns(OverfittingWarning) as caught:
+        train(GPT(CFG), STREAM, steps=12, val_ids=VAL, eval_every=2, **kw())
+    assert len(caught) == 1
+    assert str(caught[0].message).startswith("validation loss 2.7000 at step 10 is above its lowest, "
+                                             "2.0000 at step 4, after 3 evaluations")
+    import warnings
+    for losses, patience in (([2.0, 2.01, 2.005, 2.015], 3), ([3.0, 2.0, 2.5, 2.6, 2.7, 2.8], None)):
+        scripted_val(monkeypatch, losses)  # within 1% of the lowest: noise; None: never
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", OverfittingWarning)
+            train(GPT(CFG), STREAM, steps=2 * len(losses), val_ids=VAL, eval_every=2,
+                  warn_patience=patience, **kw())
+
+
+class Stop:
+    """A callback that raises KeyboardInterrupt (what Ctrl-C does) after step ``at``."""
+
+    def __init__(self, at):
+        self.at, self.rows = at, []
+
+    def __call__(self, row):
+        self.rows.append(row)
+        if row["step"] == self.at:
+            raise KeyboardInterrupt
+
+
+def test_interrupt_says_what_was_kept_and_resume_finishes_the_run(tmp_path):
+    from seqprob.errors import TrainingInterrupted
+    from seqprob.training import kept_best
+
+    args = dict(steps=9, val_ids=VAL, eval_every=3, **kw(seed=3))
+    full = GPT(CFG, seed=1)
+    train(full, STREAM, checkpoint=tmp_path / "full", **args)
+
+    stop = Stop(at=7)
+    with pytest.raises(TrainingInterrupted) as info:
+        train(GPT(CFG, seed=1), STREAM, checkpoint=tmp_path / "ck", callback=stop, **args)
+    err = info.value
+    assert isinstance(err, KeyboardInterrupt)
+    assert (err.step, err.steps, err.checkpoint_step, err.checkpoint) == (7, 9, 6, str(tmp_path / "ck"))
+    lowest = err.history.loc[err.history.val_loss.idxmin()]
+    assert err.best_checkpoint == str(tmp_path / "ck" / "best")
+    assert (err.best_step, err.best_val_loss) == (lowest.step, lowest.val_loss)
+    assert f"the checkpoint of step 6 is kept in {str(tmp_path / 'ck')!r}" in str(err)
+    assert len(err.history) == 7 and [r["step"] for r in stop.rows] == list(range(1, 8))
+    assert set(stop.rows[0]) == set(HISTORY_COLUMNS)
+
+    resumed = load_checkpoint(tmp_path / "ck").model
+    train(resumed, STREAM, checkpoint=tmp_path / "ck", resume=True, **args)
+    np.testing.assert_array_equal(resumed.flat_params_, full.flat_params_)
+    assert kept_best(tmp_path / "ck") == kept_best(tmp_path / "full")
+
+
+def test_ctrl_c_during_a_save_waits_for_the_save(tmp_path, monkeypatch):
+    """SIGINT inside a checkpoint write: the write finishes and is reported as kept."""
+    import os
+    import signal
+
+    from seqprob.errors import TrainingInterrupted
+    from seqprob.gpt import checkpoint as ck
+
+    real = ck.save_checkpoint
+
+    def save_then_ctrl_c(model, path, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # arrives mid-save
+        return real(model, path, *args, **kwargs)
+
+    monkeypatch.setattr(ck, "save_checkpoint", save_then_ctrl_c)
+    with pytest.raises(TrainingInterrupted) as info:
+        train(GPT(CFG), STREAM, steps=6, checkpoint=tmp_path / "ck", checkpoint_every=2, **kw())
+    assert info.value.checkpoint_step == 2 == load_checkpoint(tmp_path / "ck").extra["step"]
+
+
+def test_a_best_folder_left_aside_by_an_interrupted_save_is_put_back(tmp_path):
+    import os
+
+    from seqprob.training import kept_best
+
+    ck = tmp_path / "ck"
+    args = dict(steps=6, val_ids=VAL, eval_every=3, **kw())
+    train(GPT(CFG), STREAM, checkpoint=ck, stop_at=3, **args)
+    before = kept_best(ck)
+    os.replace(ck / "best", tmp_path / ".ck.best-aside")  # as if killed inside the swap
+    train(load_checkpoint(ck).model, STREAM, checkpoint=ck, resume=True, **args)
+    assert not (tmp_path / ".ck.best-aside").exists()
+    assert kept_best(ck) is not None and kept_best(ck)[0] >= before[0]
+
+
 # -- the ``seqprob train`` command --------------------------------------------------------------
 @pytest.fixture
 def corpus(tmp_path):
@@ -378,3 +522,4 @@ def test_token_stream_marks_every_sentence(lines):
     pieces = np.split(stream, np.flatnonzero(stream == eos) + 1)[:-1]
     assert [tok.decode(p[1:-1]) for p in pieces] == lines
     assert all(p[0] == bos for p in pieces)
+
