@@ -478,14 +478,16 @@ def test_cli_train_then_score_and_sample(tmp_path, corpus, capsys, tokenizer):
     assert capsys.readouterr().out == first and first.strip()  # seeded: same samples
 
 
-def test_cli_train_resume_continues(tmp_path, corpus):
+def test_cli_train_resume_continues(tmp_path, corpus, capsys):
     from seqprob.app.cli import main
 
     out = tmp_path / "a"
     assert main(["train", str(corpus), "-o", str(out), *SMALL]) == 0
     before = load_checkpoint(out)
     assert before.extra["step"] == 6
+    table = capsys.readouterr().out
     assert main(["train", str(corpus), "-o", str(out), *SMALL, "--resume"]) == 0  # finished
+    assert capsys.readouterr().out == table  # nothing trained: the saved rows, as they were
     np.testing.assert_array_equal(load_checkpoint(out).model.flat_params_, before.model.flat_params_)
     longer = ["--steps", "9", *SMALL[2:]]
     assert main(["train", str(corpus), "-o", str(out), *longer, "--resume"]) == 0
@@ -523,3 +525,115 @@ def test_token_stream_marks_every_sentence(lines):
     assert [tok.decode(p[1:-1]) for p in pieces] == lines
     assert all(p[0] == bos for p in pieces)
 
+
+def interrupt_at_evaluation(monkeypatch, n):
+    """Raise KeyboardInterrupt (as Ctrl-C would) in the ``n``-th validation pass."""
+    import seqprob.training as training
+
+    real, calls = training.evaluate_loss, []
+
+    def evaluate(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == n:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(training, "evaluate_loss", evaluate)
+
+
+def test_cli_ctrl_c_prints_the_rows_so_far_what_was_kept_and_the_resume_command(
+        tmp_path, corpus, capsys, monkeypatch):
+    import shlex
+
+    from seqprob.app.cli import main
+
+    out = tmp_path / "run"
+    args = ["train", str(corpus), "-o", str(out), *SMALL[:1], "9", *SMALL[2:]]  # 9 steps, eval every 3
+    interrupt_at_evaluation(monkeypatch, 3)
+    assert main(args) == 130
+    captured = capsys.readouterr()
+    rows = captured.out.splitlines()
+    assert rows[0].split()[:2] == ["step", "lr"] and [r.split()[0] for r in rows[1:]] == ["3", "6"]
+    assert "--no-progress" in args and "step/s" not in captured.err  # rows without the bar
+    err = captured.err.splitlines()
+    assert err[0] == "seqprob train: interrupted after step 9 of 9"
+    assert err[1].startswith(f"seqprob train: kept the checkpoint of step 6 in {out.resolve()}/ and "
+                             f"the model of the lowest validation loss (")
+    assert f"in {(out / 'best').resolve()}/" in err[1]
+    command = err[2].removeprefix("seqprob train: continue with: ")
+    from seqprob.app.cli import build_parser
+    parse = build_parser().parse_args
+    assert shlex.split(command)[0] == "seqprob" and \
+        vars(parse(shlex.split(command)[1:])) == vars(parse([*args, "--resume"]))
+
+    monkeypatch.undo()
+    assert main(shlex.split(command)[1:]) == 0
+    capsys.readouterr()
+    whole = tmp_path / "whole"
+    assert main(["train", str(corpus), "-o", str(whole), *args[4:]]) == 0
+    np.testing.assert_array_equal(GPT.load(out).flat_params_, GPT.load(whole).flat_params_)
+
+
+def test_cli_sigint_keeps_the_checkpoint_and_says_how_to_resume(tmp_path, corpus):
+    """The real thing: SIGINT to a running ``seqprob train`` once its first checkpoint exists."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    def saved_step():  # the step of the checkpoint in ``out`` (0 while there is none or mid-swap)
+        try:
+            return json.loads((out / "training.json").read_text())["step"]
+        except (OSError, ValueError, KeyError):
+            return 0
+
+    import json
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "seqprob", "train", str(corpus), "-o", str(out),
+                             "--steps", "1000000", *SMALL[2:]], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while saved_step() < 6 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # step 6 saved: the row of step 3 was printed before step 4 began
+        assert saved_step() >= 6, proc.stderr.read() if proc.poll() is not None else "slow"
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, stderr
+    step = load_checkpoint(out).extra["step"]
+    assert f"kept the checkpoint of step {step} in {out.resolve()}/" in stderr
+    assert "--steps 1000000" in stderr and stderr.rstrip().endswith("--resume")
+    assert stdout.splitlines()[1].split()[0] == "3"  # the table's first row came as it was computed
+
+
+def test_cli_train_says_which_model_is_the_best_and_warns_of_overfitting(tmp_path, corpus, capsys,
+                                                                      monkeypatch):
+    from seqprob.app.cli import main
+
+    scripted_val(monkeypatch, [3.0, 2.0, 2.5, 2.6, 2.7])
+    out = tmp_path / "m"
+    assert main(["train", str(corpus), "-o", str(out), "--steps", "10", "--eval-every", "2",
+                 *SMALL[2:-2], "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    import json
+    assert [r["step"] for r in json.loads(captured.out)] == [2, 4, 6, 8, 10]
+    assert "seqprob train: warning: validation loss 2.7000 at step 10 is above its lowest" in captured.err
+    assert f"wrote the model and its tokenizer to {out.resolve()}/ (the last step, 10;" in captured.err
+    assert (f"the model of the lowest validation loss (2.0000 at step 4) is in "
+            f"{(out / 'best').resolve()}/ (use it with --model {out / 'best'})") in captured.err
+    assert GPT.load(out / "best").config == GPT.load(out).config
+
+
+def test_resume_command_repeats_the_options_given():
+    from seqprob.app.cli import build_parser
+    from seqprob.app.cli.train import resume_command
+
+    args = build_parser().parse_args(["train", "my corpus.txt", "-o", "out dir", "--steps", "50",
+                                      "--no-progress", "--force", "--lr", "0.001"])
+    assert resume_command(args) == ("seqprob train 'my corpus.txt' -o 'out dir' --steps 50 --lr 0.001 "
+                                    "--no-progress --resume")
+    assert resume_command(args, resume=False).endswith("--no-progress --force")
