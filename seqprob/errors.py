@@ -12,7 +12,7 @@ __all__ = [
     "ContextLengthError", "WordAlignmentError",
     "NotFittedError", "fitted", "has_attribute", "TokenizerError", "UnknownTokenizerError", "SeqProbFileError",
     "FileFormatError", "ArpaFormatError", "CheckpointError", "GrammarError",
-    "TrainingDivergedError", "MemoryBudgetError", "PartitionError",
+    "TrainingDivergedError", "TrainingInterrupted", "MemoryBudgetError", "PartitionError",
 ]
 
 
@@ -119,6 +119,28 @@ class GrammarError(InputError):
 
 class TrainingDivergedError(SeqProbError, FloatingPointError):
     """Training produced a NaN or infinite loss; ``step`` names the step."""
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Training was stopped by a ``KeyboardInterrupt`` (Ctrl-C, or a callback raising it).
+
+    A ``KeyboardInterrupt`` (code that catches those still does), not a :class:`SeqProbError`:
+    nothing was wrong. Its attributes say what was kept: ``step`` (the last step completed),
+    ``checkpoint`` and ``checkpoint_step`` (the folder holding the last saved state and its
+    step; None before the first save), ``best_checkpoint``, ``best_step`` and
+    ``best_val_loss`` (the model of the lowest validation loss, when kept) and ``history``
+    (the rows so far).
+    """
+
+    def __init__(self, message: str, **data):
+        super().__init__(message)
+        self.message = message
+        self.data = data
+        for key, value in data.items():
+            setattr(self, key, value)
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class MemoryBudgetError(InputError):

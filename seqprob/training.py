@@ -3,28 +3,60 @@
 :func:`train` is deterministic given its ``seed``: the windows (and dropout masks) come from
 one ``numpy.random.Generator`` whose state is saved in every checkpoint, together with the
 optimizer's moments, so a run resumed from a checkpoint continues bit for bit as if it had
-never stopped.
+never stopped. Beside that last state, ``checkpoint/best`` holds the model of the lowest
+validation loss so far (``keep_best``), and a validation loss that keeps rising above its lowest
+is an :class:`OverfittingWarning`.
 """
 from __future__ import annotations
 
 import logging
 import math
+import os
+import shutil
+import signal
+import threading
 import time
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from .checks import check_int
-from .errors import CheckpointError, InputError, TrainingDivergedError
+from .errors import CheckpointError, InputError, TrainingDivergedError, TrainingInterrupted
 from .optim import AdamW, clip_grad_norm, cosine_schedule
 from .protocols import Trainable
 from .vocab import check_ids
 
-__all__ = ["train", "sample_windows", "evaluate_loss", "HISTORY_COLUMNS"]
+__all__ = ["train", "sample_windows", "evaluate_loss", "progress_bar", "kept_best", "HISTORY_COLUMNS",
+           "BEST_FOLDER", "OverfittingWarning"]
 
 log = logging.getLogger(__name__)
 
 HISTORY_COLUMNS = ["step", "lr", "train_loss", "val_loss", "tokens_seen", "seconds"]
+#: Sub-folder of a training checkpoint that holds the model of the lowest validation loss.
+BEST_FOLDER = "best"
+#: Relative rise of the validation loss above its lowest that counts as overfitting (noise below).
+RISE = 0.01
+
+
+class OverfittingWarning(UserWarning):
+    """The validation loss has not improved for several evaluations and is now above its lowest."""
+
+
+def progress_bar(total: int, desc: str, progress: bool, unit: str = "step", initial: int = 0,
+                 leave: bool = True):
+    """The tqdm bar of training (and of the demo's stages), on standard error.
+
+    Examples
+    --------
+    >>> bar = progress_bar(3, "demo", progress=False)
+    >>> bar.update(1); bar.close()
+    """
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, disable=not progress, desc=desc, unit=unit,
+                leave=leave, dynamic_ncols=True)
 
 
 def sample_windows(ids: np.ndarray, batch_size: int, block: int, rng: np.random.Generator) -> np.ndarray:
@@ -81,7 +113,8 @@ def train(model, ids, steps: int, batch_size: int = 16, lr: float = 1e-3, seed: 
           min_lr: float | None = None, weight_decay: float = 0.1,
           betas: tuple[float, float] = (0.9, 0.99), grad_clip: float | None = 1.0,
           block_size: int | None = None, eval_windows: int = 64, progress: bool = True,
-          optimizer: AdamW | None = None, resume=False, stop_at: int | None = None):
+          optimizer: AdamW | None = None, resume=False, stop_at: int | None = None,
+          keep_best: bool | None = None, warn_patience: int | None = 3, callback=None):
     """Train ``model`` on random windows of the token stream ``ids``; return the history.
 
     Parameters
@@ -127,6 +160,22 @@ def train(model, ids, steps: int, batch_size: int = 16, lr: float = 1e-3, seed: 
         sampler RNG and history are restored; pass the same arguments as the first run.
     stop_at : int, optional
         Stop after this step (saving a checkpoint); resume later to finish ``steps``.
+    keep_best : bool, optional
+        Also keep the model of the lowest validation loss so far in ``checkpoint/best``
+        (:data:`BEST_FOLDER`), as Keras's ``ModelCheckpoint(save_best_only=True)`` does: a
+        checkpoint folder of its own (load it with ``GPT.load``; no optimizer state), whose
+        ``training.json`` holds its ``step`` and ``val_loss``. Default: whenever both
+        ``checkpoint`` and ``val_ids`` are given; ``True`` without them is an error. The model
+        in memory and ``checkpoint`` itself stay those of the last step.
+    warn_patience : int or None
+        Issue an :class:`OverfittingWarning` (once) when the validation loss has not reached a
+        new lowest for this many evaluations in a row and the latest is more than 1% above the
+        lowest; None: never. Training goes on (no early stopping): the lowest-loss model is
+        the one in ``checkpoint/best``.
+    callback : callable, optional
+        ``callback(row)`` after every step, with that step's history row as a dict (keys
+        :data:`HISTORY_COLUMNS`), once the step's evaluation and checkpoints are written. It
+        may raise: a ``KeyboardInterrupt`` stops training as Ctrl-C does.
 
     Returns
     -------
@@ -140,6 +189,11 @@ def train(model, ids, steps: int, batch_size: int = 16, lr: float = 1e-3, seed: 
     TrainingDivergedError
         The loss or the gradient norm became NaN/inf; ``.step`` names the step, the model
         and the checkpoint keep the last good state, ``.history`` holds the rows so far.
+    TrainingInterrupted
+        A ``KeyboardInterrupt`` (Ctrl-C, or raised by ``callback``) stopped training (it is a
+        ``KeyboardInterrupt`` too); ``.checkpoint`` and ``.checkpoint_step`` name the last saved
+        state (``resume=True`` continues from it), ``.best_checkpoint`` and ``.best_step`` the
+        lowest-loss model, ``.history`` the rows so far.
 
     Notes
     -----
@@ -160,15 +214,24 @@ def train(model, ids, steps: int, batch_size: int = 16, lr: float = 1e-3, seed: 
 
     run = _Run(model, ids, steps, batch_size, lr, seed, val_ids, eval_every, checkpoint,
                checkpoint_every, warmup, min_lr, grad_clip, block_size, eval_windows, stop_at)
+    run.watch_best(keep_best, warn_patience)
+    if callback is not None and not callable(callback):
+        raise InputError(f"callback must be callable, got {type(callback).__name__}",
+                         value=type(callback).__name__)
     opt = optimizer if optimizer is not None else AdamW(
         model.params, lr=lr, betas=betas, weight_decay=weight_decay)
     run.restore(resume, opt)
     try:
-        run.loop(opt, progress)
+        run.loop(opt, progress, callback)
     except TrainingDivergedError as exc:
         exc.history = pd.DataFrame(run.rows, columns=HISTORY_COLUMNS)
         exc.data["history"] = exc.history
         raise
+    except KeyboardInterrupt as exc:
+        raise run.interrupted() from exc
+    if run.best.saved is not None:
+        log.info("the lowest validation loss, %.4f at step %d, is kept in %s", run.best.saved[1],
+                 run.best.saved[0], run.best.folder)
     return pd.DataFrame(run.rows, columns=HISTORY_COLUMNS)
 
 
@@ -270,6 +333,7 @@ class _Run:
             log.warning("resuming with settings that differ from the checkpoint's: %s", changed)
         self.step, self.seconds0, self.rows = step, seconds, rows
         self.saved_step, self.saved_at = self.step, Path(resume)
+        self.best.restore(self.rows)
         log.info("resumed from %s at step %d", resume, self.step)
 
     def save(self, opt, elapsed: float) -> None:
@@ -279,33 +343,130 @@ class _Run:
                  "settings": self.settings(),
                  "history": [[None if isinstance(v, float) and math.isnan(v) else v for v in row]
                              for row in self.rows]}
-        save_checkpoint(self.model, self.checkpoint, optimizer=opt, extra=extra)
+        with self._best_kept():
+            save_checkpoint(self.model, self.checkpoint, optimizer=opt, extra=extra)
         self.saved_step, self.saved_at = self.step, self.checkpoint
 
-    # -- the loop ------------------------------------------------------------------------------
-    def loop(self, opt, progress: bool) -> None:
-        from tqdm.auto import tqdm
+    @contextmanager
+    def _best_kept(self):
+        """Keep ``best/`` while save_checkpoint replaces the whole checkpoint folder: moved
+        beside it for the swap, then back (an interruption in between is undone by
+        :func:`_recover_best` at the next run)."""
+        best = self.best.folder
+        if best is None or self.best.saved is None or not best.is_dir():
+            yield
+            return
+        aside = _aside_path(self.checkpoint)
+        if aside.exists():  # a stale one: best/ itself is the newer
+            shutil.rmtree(aside)
+        os.replace(best, aside)
+        try:
+            yield
+        finally:
+            if self.checkpoint.is_dir():
+                os.replace(aside, best)
 
+    def save_best(self, val: float) -> None:
+        """Write the model of this step, the lowest validation loss so far, to ``best/``."""
+        from .gpt.checkpoint import save_checkpoint
+
+        save_checkpoint(self.model, self.best.folder, extra={"step": self.step, "val_loss": val})
+        self.best.saved = (self.step, val)
+
+    def watch_best(self, keep_best, warn_patience) -> None:
+        """Check ``keep_best`` and ``warn_patience``; track the lowest validation loss."""
+        if keep_best not in (None, True, False):
+            raise InputError(f"keep_best must be True, False or None, got {keep_best!r}", value=keep_best)
+        missing = [need for need, have in (("checkpoint=FOLDER", self.checkpoint is not None),
+                                           ("val_ids", self.val is not None)) if not have]
+        if keep_best and missing:
+            raise InputError(f"keep_best=True needs {' and '.join(missing)}: the best model is the "
+                             f"one of the lowest validation loss, saved in FOLDER/{BEST_FOLDER}",
+                             value=keep_best)
+        if warn_patience is not None:
+            warn_patience = _positive_int("warn_patience", warn_patience)
+        folder = None
+        if keep_best or (keep_best is None and not missing):
+            from .gpt.checkpoint import check_replaceable
+
+            folder = self.checkpoint / BEST_FOLDER
+            _recover_best(self.checkpoint)
+            check_replaceable(folder)
+        self.best = _Best(folder, warn_patience)
+
+    # -- the loop ------------------------------------------------------------------------------
+    def loop(self, opt, progress: bool, callback=None) -> None:
         start = time.perf_counter() - self.seconds0
-        bar = tqdm(total=self.steps, initial=self.step, disable=not progress, desc="train",
-                   unit="step", dynamic_ncols=True)
+        bar = progress_bar(self.steps, "train", progress, initial=self.step)
         try:
             while self.step < self.stop_at:
-                lr = cosine_schedule(self.step, self.lr, self.warmup, self.steps, self.min_lr)
-                loss = self.one_step(opt, lr)
-                self.step += 1
-                self.check_weights()
-                val = self.maybe_eval()
-                elapsed = time.perf_counter() - start
-                self.rows.append([self.step, lr, loss, val, self.step * self.batch_size * self.block,
-                                  elapsed])
-                bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}", refresh=False)
+                row = self.advance(opt, start)
+                bar.set_postfix(loss=f"{row[2]:.4f}", lr=f"{row[1]:.2e}", refresh=False)
                 bar.update(1)
-                if self.checkpoint is not None and (self.step % self.ckpt_every == 0
-                                                    or self.step == self.stop_at):
-                    self.save(opt, elapsed)
+                self.after_step(opt, row)
+                if callback is not None:
+                    callback(dict(zip(HISTORY_COLUMNS, row)))
         finally:
             bar.close()
+
+    def advance(self, opt, start: float) -> list:
+        """One optimizer step and, when due, an evaluation; returns (and keeps) its history row."""
+        lr = cosine_schedule(self.step, self.lr, self.warmup, self.steps, self.min_lr)
+        loss = self.one_step(opt, lr)
+        self.step += 1
+        self.check_weights()
+        val = self.maybe_eval()
+        row = [self.step, lr, loss, val, self.step * self.batch_size * self.block,
+               time.perf_counter() - start]
+        self.rows.append(row)
+        return row
+
+    def after_step(self, opt, row: list) -> None:
+        """This step's checkpoints (the last state when due, ``best/`` on a new lowest
+        validation loss) and the overfitting check."""
+        val = row[3]
+        better = not math.isnan(val) and self.best.update(self.step, val)
+        if self.checkpoint is not None:
+            keep = better and self.best.folder is not None
+            due = self.step % self.ckpt_every == 0 or self.step == self.stop_at
+            with _ctrl_c_deferred():  # what is on disk and what the run says was kept agree
+                if due or (keep and self.saved_at != self.checkpoint):  # best/ goes in this run's folder
+                    self.save(opt, row[5])
+                if keep:
+                    self.save_best(val)
+        if not math.isnan(val) and self.best.rising(val):
+            self.warn_overfitting(val)
+
+    def warn_overfitting(self, val: float) -> None:
+        best = self.best
+        kept = (f"the model of step {best.step} is kept in {str(best.folder)!r}" if best.folder
+                else f"keep_best with checkpoint=FOLDER keeps the lowest-loss model in FOLDER/{BEST_FOLDER}")
+        warnings.warn(f"validation loss {val:.4f} at step {self.step} is above its lowest, "
+                      f"{best.loss:.4f} at step {best.step}, after {best.since} evaluations without "
+                      f"a new lowest: the model is overfitting (it fits its training text better "
+                      f"than new text); {kept}; fewer steps, more text or dropout would help",
+                      OverfittingWarning, stacklevel=5)
+
+    def interrupted(self) -> TrainingInterrupted:
+        """The TrainingInterrupted that says what was kept."""
+        import pandas as pd
+
+        how = ("resume=True" if self.saved_at == self.checkpoint else f"resume={str(self.saved_at)!r}")
+        kept = (f"the checkpoint of step {self.saved_step} is kept in {str(self.saved_at)!r} "
+                f"({how} continues from it)" if self.saved_step is not None
+                else "no checkpoint was saved")
+        best = self.best.saved
+        if best is not None:
+            kept += (f"; the model of the lowest validation loss, {best[1]:.4f} at step {best[0]}, "
+                     f"in {str(self.best.folder)!r}")
+        return TrainingInterrupted(
+            f"training interrupted after step {self.step} of {self.steps}: {kept}", step=self.step,
+            steps=self.steps, checkpoint=None if self.saved_at is None else str(self.saved_at),
+            checkpoint_step=self.saved_step,
+            best_checkpoint=None if best is None else str(self.best.folder),
+            best_step=None if best is None else best[0],
+            best_val_loss=None if best is None else best[1],
+            history=pd.DataFrame(self.rows, columns=HISTORY_COLUMNS))
 
     def one_step(self, opt, lr: float) -> float:
         """Draw a batch, compute loss and gradients, clip, update; diverged before any update
@@ -348,11 +509,120 @@ class _Run:
     def diverged(self, step: int, what: str, loss: float, updated: bool):
         kept = (f"; the last good checkpoint (step {self.saved_step}) is kept in "
                 f"{str(self.saved_at)!r}" if self.saved_step is not None else "")
+        if self.best.saved is not None:
+            kept += (f", the model of the lowest validation loss (step {self.best.saved[0]}) in "
+                     f"{str(self.best.folder)!r}")
         state = "the parameters hold that step's update" if updated else "parameters not updated"
         raise TrainingDivergedError(
             f"training diverged at step {step}: {what}; {state}{kept} "
             f"(try a lower lr than {self.lr!r} or grad_clip)", step=step, loss=loss,
             checkpoint=str(self.saved_at) if self.saved_step is not None else None)
+
+
+class _Best:
+    """The lowest validation loss so far, its step, the evaluations since, and ``best/``."""
+
+    def __init__(self, folder: Path | None, patience: int | None):
+        self.folder, self.patience = folder, patience  # folder: None when the best is not kept
+        self.step, self.loss, self.since, self.warned = None, math.inf, 0, False
+        self.saved = None  # (step, val_loss) of the model that ``folder`` holds for this run
+
+    def update(self, step: int, loss: float) -> bool:
+        """Count one evaluation; True when it is a new lowest."""
+        if loss < self.loss:
+            self.step, self.loss, self.since = step, loss, 0
+            return True
+        self.since += 1
+        return False
+
+    def rising(self, loss: float) -> bool:
+        """True once: ``patience`` evaluations without a new lowest and the latest clearly above
+        it (a loss that only wobbles around its lowest is noise, not overfitting)."""
+        if (self.patience is None or self.warned or self.since < self.patience
+                or not loss > self.loss * (1 + RISE)):
+            return False
+        self.warned = True
+        return True
+
+    def restore(self, rows: list) -> None:
+        """After a resume: the lowest is the model ``best/`` holds (written up to the moment
+        the run stopped, possibly after its last checkpoint), the evaluations since are in
+        ``rows``; without a kept best, both come from ``rows``."""
+        evals = [(row[0], row[3]) for row in rows if not math.isnan(row[3])]
+        if self.folder is None:
+            for step, loss in evals:
+                self.update(step, loss)
+            return
+        saved = _read_best(self.folder)
+        if saved is None:
+            if evals:
+                log.warning("%s holds no best model: the lowest validation loss is tracked anew "
+                            "from here", self.folder)
+            return
+        self.step, self.loss = self.saved = saved
+        self.since = sum(1 for step, _ in evals if step > self.step)
+
+
+@contextmanager
+def _ctrl_c_deferred():
+    """Hold a Ctrl-C that comes while checkpoints are written (and their steps recorded) until
+    they are; then raise it. Only where Python's own handler is in place (main thread)."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    received = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        raise KeyboardInterrupt
+
+
+def _aside_path(checkpoint: Path) -> Path:
+    """Where ``best/`` waits while its checkpoint folder is replaced."""
+    return checkpoint.parent / f".{checkpoint.name}.{BEST_FOLDER}-aside"
+
+
+def _recover_best(checkpoint: Path) -> None:
+    """Put back a ``best/`` that an interrupted save left beside the checkpoint folder."""
+    aside = _aside_path(checkpoint)
+    if aside.is_dir() and checkpoint.is_dir() and not (checkpoint / BEST_FOLDER).exists():
+        os.replace(aside, checkpoint / BEST_FOLDER)
+        log.info("put back %s, left beside the folder by an interrupted save", checkpoint / BEST_FOLDER)
+
+
+def kept_best(checkpoint):
+    """``(step, val_loss)`` of the model :func:`train` kept in ``checkpoint/best`` (the lowest
+    validation loss of the run), or None when there is none.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> kept_best(tempfile.mkdtemp()) is None
+    True
+    """
+    return _read_best(Path(checkpoint) / BEST_FOLDER)
+
+
+def _read_best(folder: Path):
+    """(step, val_loss) of a best-model checkpoint, or None when there is none or its
+    training.json does not say."""
+    import json
+
+    try:
+        if not (folder / "manifest.json").is_file() or (folder / "training.json").stat().st_size > 1 << 16:
+            return None
+        extra = json.loads((folder / "training.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    step, loss = (extra.get("step"), extra.get("val_loss")) if isinstance(extra, dict) else (None, None)
+    if (isinstance(step, int) and not isinstance(step, bool) and step >= 1
+            and isinstance(loss, (int, float)) and not isinstance(loss, bool) and math.isfinite(loss)):
+        return step, float(loss)
+    return None
 
 
 def _positive_int(name: str, value) -> int:

@@ -95,6 +95,73 @@ def test_demo_quick_writes_tables_figures_and_report(tmp_path):
     assert not [p for p in (tmp_path / "demo").iterdir() if p.name.startswith(".")]  # no temp files
 
 
+@pytest.fixture(scope="module")
+def tiny_demo(tmp_path_factory):
+    """One demo run on tiny corpora with a few-step retrained GPT, on an 80-column terminal,
+    with progress: (result, what it echoed, what it wrote on standard error)."""
+    import io
+    import sys
+
+    from seqprob.app import defaults, demo
+
+    lines, err = [], io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(demo, "SIZES", {True: (300, 40, 6, 8)})
+        mp.setattr(defaults, "QUICK_RECIPE", replace(QUICK_RECIPE, steps=3, warmup=1,
+                                                     n_train_sentences=100, n_val_sentences=10))
+        mp.setattr(demo, "_figures", lambda out, **kw: [out / "figures.png"])  # drawn elsewhere
+        mp.setenv("COLUMNS", "80")
+        mp.setattr(sys, "stderr", err)
+        result = run_demo(out=tmp_path_factory.mktemp("demo"), quick=True, retrain=True,
+                          progress=True, echo=lines.append)
+    return result, "\n".join(lines), err.getvalue()
+
+
+def test_demo_tables_fit_the_terminal_and_the_report_keeps_them_whole(tiny_demo):
+    result, shown, _ = tiny_demo
+    assert max(len(line) for line in shown.splitlines()) <= 80
+    assert "[5] the cat that the dogs chase sleep" in shown  # long headers: keys and a legend
+    report = (result.out / "report.md").read_text()
+    assert max(len(line) for line in report.splitlines()) > 80
+    assert result.sentences.to_string(float_format=lambda v: f"{v:.3f}") in report
+
+
+def test_demo_report_holds_every_table_shown_and_the_summary_comes_last(tiny_demo):
+    from seqprob.app.demo import _sections
+
+    result, shown, _ = tiny_demo
+    report = (result.out / "report.md").read_text()
+    for title, table, _ in _sections(result):
+        assert title.split(":")[0] in shown and f"## {title}" in report
+        assert table.to_string(float_format=lambda v: f"{v:.3f}") in report
+    assert "## arithmetic coding of 8 held-out sentences" in report
+    last = shown[shown.rindex("\nwrote 2 files to "):]  # figures.png and report.md
+    assert last.rstrip().endswith(" s") and "report.md" in last and len(last.splitlines()) <= 4
+    assert shown.index("arithmetic coding") < shown.index("wrote 2 files")
+
+
+def test_demo_shows_its_stages_and_the_training_bar(tiny_demo):
+    from seqprob.app.demo import STAGES
+
+    _, _, err = tiny_demo
+    for stage in STAGES[2:]:
+        assert f"demo: {stage}" in err
+    assert "demo: training the GPT" in err and "3/3" in err
+
+
+def test_cli_demo_shows_progress_only_on_a_terminal(monkeypatch, tmp_path):
+    import sys
+
+    from seqprob.app import demo
+
+    calls = []
+    monkeypatch.setattr(demo, "run_demo", lambda **kwargs: calls.append(kwargs["progress"]))
+    for tty in (False, True):
+        monkeypatch.setattr(sys.stderr, "isatty", lambda: tty, raising=False)
+        assert main(["demo", "--quick", "--out", str(tmp_path)]) == 0
+    assert calls == [False, True]
+
+
 def test_demo_out_that_is_a_file_is_a_clear_error(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")

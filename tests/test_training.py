@@ -278,6 +278,150 @@ def test_eval_windows_score_each_target_at_most_once(n, block, cap):
         assert len(windows) == min(cap, (n - 1) // block)
 
 
+# -- the best checkpoint, the overfitting warning, Ctrl-C -----------------------------------------
+def scripted_val(monkeypatch, losses):
+    """Make the validation losses of the next run ``losses``, in order (the training itself,
+    hence the weights of every step, stay real)."""
+    import seqprob.training as training
+
+    values = iter(losses)
+    monkeypatch.setattr(training, "evaluate_loss", lambda *a, **k: next(values))
+
+
+def test_keep_best_keeps_the_lowest_validation_loss_beside_the_last(tmp_path, monkeypatch):
+    from seqprob.training import kept_best
+
+    scripted_val(monkeypatch, [3.0, 2.0, 2.5, 2.6, 2.4])  # evaluations at steps 2, 4 .. 10
+    ck = tmp_path / "ck"
+    train(GPT(CFG, seed=0), STREAM, steps=10, val_ids=VAL, eval_every=2, checkpoint=ck,
+          warn_patience=None, **kw())
+    assert kept_best(ck) == (4, 2.0)
+    assert load_checkpoint(ck).extra["step"] == 10  # the folder itself: the last step
+    at_4 = GPT(CFG, seed=0)
+    train(at_4, STREAM, steps=10, stop_at=4, **kw())
+    best = load_checkpoint(ck / "best")
+    np.testing.assert_array_equal(best.model.flat_params_, at_4.flat_params_)  # survived 3 saves
+    assert best.optimizer_state is None and best.extra == {"step": 4, "val_loss": 2.0}
+    assert not [p.name for p in tmp_path.iterdir() if p.name != "ck"]  # nothing left beside it
+
+
+def test_keep_best_options(tmp_path, monkeypatch):
+    with pytest.raises(InputError, match="keep_best=True needs checkpoint=FOLDER"):
+        train(GPT(CFG), STREAM, steps=2, val_ids=VAL, keep_best=True, **kw())
+    with pytest.raises(InputError, match="keep_best=True needs val_ids"):
+        train(GPT(CFG), STREAM, steps=2, checkpoint=tmp_path / "a", keep_best=True, **kw())
+    train(GPT(CFG), STREAM, steps=2, val_ids=VAL, checkpoint=tmp_path / "b", keep_best=False, **kw())
+    train(GPT(CFG), STREAM, steps=2, checkpoint=tmp_path / "c", **kw())  # no validation: no best
+    assert not (tmp_path / "b" / "best").exists() and not (tmp_path / "c" / "best").exists()
+    with pytest.raises(InputError, match="warn_patience"):
+        train(GPT(CFG), STREAM, steps=2, val_ids=VAL, warn_patience=0, **kw())
+
+
+def test_a_fresh_run_does_not_keep_an_older_runs_best(tmp_path, monkeypatch):
+    from seqprob.training import kept_best
+
+    ck = tmp_path / "ck"
+    scripted_val(monkeypatch, [1.0, 5.0])
+    train(GPT(CFG), STREAM, steps=4, val_ids=VAL, eval_every=2, checkpoint=ck, **kw())
+    assert kept_best(ck) == (2, 1.0)
+    scripted_val(monkeypatch, [3.0, 2.0])
+    train(GPT(CFG), STREAM, steps=4, val_ids=VAL, eval_every=2, checkpoint=ck, checkpoint_every=4,
+          **kw())
+    assert kept_best(ck) == (4, 2.0)
+
+
+def test_rising_validation_loss_warns_once(monkeypatch):
+    from seqprob.training import OverfittingWarning
+
+    scripted_val(monkeypatch, [3.0, 2.0, 2.5, 2.6, 2.7, 2.8])
+    with pytest.warns(OverfittingWarning) as caught:
+        train(GPT(CFG), STREAM, steps=12, val_ids=VAL, eval_every=2, **kw())
+    assert len(caught) == 1
+    assert str(caught[0].message).startswith("validation loss 2.7000 at step 10 is above its lowest, "
+                                             "2.0000 at step 4, after 3 evaluations")
+    import warnings
+    for losses, patience in (([2.0, 2.01, 2.005, 2.015], 3), ([3.0, 2.0, 2.5, 2.6, 2.7, 2.8], None)):
+        scripted_val(monkeypatch, losses)  # within 1% of the lowest: noise; None: never
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", OverfittingWarning)
+            train(GPT(CFG), STREAM, steps=2 * len(losses), val_ids=VAL, eval_every=2,
+                  warn_patience=patience, **kw())
+
+
+class Stop:
+    """A callback that raises KeyboardInterrupt (what Ctrl-C does) after step ``at``."""
+
+    def __init__(self, at):
+        self.at, self.rows = at, []
+
+    def __call__(self, row):
+        self.rows.append(row)
+        if row["step"] == self.at:
+            raise KeyboardInterrupt
+
+
+def test_interrupt_says_what_was_kept_and_resume_finishes_the_run(tmp_path):
+    from seqprob.errors import TrainingInterrupted
+    from seqprob.training import kept_best
+
+    args = dict(steps=9, val_ids=VAL, eval_every=3, **kw(seed=3))
+    full = GPT(CFG, seed=1)
+    train(full, STREAM, checkpoint=tmp_path / "full", **args)
+
+    stop = Stop(at=7)
+    with pytest.raises(TrainingInterrupted) as info:
+        train(GPT(CFG, seed=1), STREAM, checkpoint=tmp_path / "ck", callback=stop, **args)
+    err = info.value
+    assert isinstance(err, KeyboardInterrupt)
+    assert (err.step, err.steps, err.checkpoint_step, err.checkpoint) == (7, 9, 6, str(tmp_path / "ck"))
+    lowest = err.history.loc[err.history.val_loss.idxmin()]
+    assert err.best_checkpoint == str(tmp_path / "ck" / "best")
+    assert (err.best_step, err.best_val_loss) == (lowest.step, lowest.val_loss)
+    assert f"the checkpoint of step 6 is kept in {str(tmp_path / 'ck')!r}" in str(err)
+    assert len(err.history) == 7 and [r["step"] for r in stop.rows] == list(range(1, 8))
+    assert set(stop.rows[0]) == set(HISTORY_COLUMNS)
+
+    resumed = load_checkpoint(tmp_path / "ck").model
+    train(resumed, STREAM, checkpoint=tmp_path / "ck", resume=True, **args)
+    np.testing.assert_array_equal(resumed.flat_params_, full.flat_params_)
+    assert kept_best(tmp_path / "ck") == kept_best(tmp_path / "full")
+
+
+def test_ctrl_c_during_a_save_waits_for_the_save(tmp_path, monkeypatch):
+    """SIGINT inside a checkpoint write: the write finishes and is reported as kept."""
+    import os
+    import signal
+
+    from seqprob.errors import TrainingInterrupted
+    from seqprob.gpt import checkpoint as ck
+
+    real = ck.save_checkpoint
+
+    def save_then_ctrl_c(model, path, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # arrives mid-save
+        return real(model, path, *args, **kwargs)
+
+    monkeypatch.setattr(ck, "save_checkpoint", save_then_ctrl_c)
+    with pytest.raises(TrainingInterrupted) as info:
+        train(GPT(CFG), STREAM, steps=6, checkpoint=tmp_path / "ck", checkpoint_every=2, **kw())
+    assert info.value.checkpoint_step == 2 == load_checkpoint(tmp_path / "ck").extra["step"]
+
+
+def test_a_best_folder_left_aside_by_an_interrupted_save_is_put_back(tmp_path):
+    import os
+
+    from seqprob.training import kept_best
+
+    ck = tmp_path / "ck"
+    args = dict(steps=6, val_ids=VAL, eval_every=3, **kw())
+    train(GPT(CFG), STREAM, checkpoint=ck, stop_at=3, **args)
+    before = kept_best(ck)
+    os.replace(ck / "best", tmp_path / ".ck.best-aside")  # as if killed inside the swap
+    train(load_checkpoint(ck).model, STREAM, checkpoint=ck, resume=True, **args)
+    assert not (tmp_path / ".ck.best-aside").exists()
+    assert kept_best(ck) is not None and kept_best(ck)[0] >= before[0]
+
+
 # -- the ``seqprob train`` command --------------------------------------------------------------
 @pytest.fixture
 def corpus(tmp_path):
@@ -334,14 +478,16 @@ def test_cli_train_then_score_and_sample(tmp_path, corpus, capsys, tokenizer):
     assert capsys.readouterr().out == first and first.strip()  # seeded: same samples
 
 
-def test_cli_train_resume_continues(tmp_path, corpus):
+def test_cli_train_resume_continues(tmp_path, corpus, capsys):
     from seqprob.app.cli import main
 
     out = tmp_path / "a"
     assert main(["train", str(corpus), "-o", str(out), *SMALL]) == 0
     before = load_checkpoint(out)
     assert before.extra["step"] == 6
+    table = capsys.readouterr().out
     assert main(["train", str(corpus), "-o", str(out), *SMALL, "--resume"]) == 0  # finished
+    assert capsys.readouterr().out == table  # nothing trained: the saved rows, as they were
     np.testing.assert_array_equal(load_checkpoint(out).model.flat_params_, before.model.flat_params_)
     longer = ["--steps", "9", *SMALL[2:]]
     assert main(["train", str(corpus), "-o", str(out), *longer, "--resume"]) == 0
@@ -378,3 +524,116 @@ def test_token_stream_marks_every_sentence(lines):
     pieces = np.split(stream, np.flatnonzero(stream == eos) + 1)[:-1]
     assert [tok.decode(p[1:-1]) for p in pieces] == lines
     assert all(p[0] == bos for p in pieces)
+
+
+def interrupt_at_evaluation(monkeypatch, n):
+    """Raise KeyboardInterrupt (as Ctrl-C would) in the ``n``-th validation pass."""
+    import seqprob.training as training
+
+    real, calls = training.evaluate_loss, []
+
+    def evaluate(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == n:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(training, "evaluate_loss", evaluate)
+
+
+def test_cli_ctrl_c_prints_the_rows_so_far_what_was_kept_and_the_resume_command(
+        tmp_path, corpus, capsys, monkeypatch):
+    import shlex
+
+    from seqprob.app.cli import main
+
+    out = tmp_path / "run"
+    args = ["train", str(corpus), "-o", str(out), *SMALL[:1], "9", *SMALL[2:]]  # 9 steps, eval every 3
+    interrupt_at_evaluation(monkeypatch, 3)
+    assert main(args) == 130
+    captured = capsys.readouterr()
+    rows = captured.out.splitlines()
+    assert rows[0].split()[:2] == ["step", "lr"] and [r.split()[0] for r in rows[1:]] == ["3", "6"]
+    assert "--no-progress" in args and "step/s" not in captured.err  # rows without the bar
+    err = captured.err.splitlines()
+    assert err[0] == "seqprob train: interrupted after step 9 of 9"
+    assert err[1].startswith(f"seqprob train: kept the checkpoint of step 6 in {out.resolve()}/ and "
+                             f"the model of the lowest validation loss (")
+    assert f"in {(out / 'best').resolve()}/" in err[1]
+    command = err[2].removeprefix("seqprob train: continue with: ")
+    from seqprob.app.cli import build_parser
+    parse = build_parser().parse_args
+    assert shlex.split(command)[0] == "seqprob" and \
+        vars(parse(shlex.split(command)[1:])) == vars(parse([*args, "--resume"]))
+
+    monkeypatch.undo()
+    assert main(shlex.split(command)[1:]) == 0
+    capsys.readouterr()
+    whole = tmp_path / "whole"
+    assert main(["train", str(corpus), "-o", str(whole), *args[4:]]) == 0
+    np.testing.assert_array_equal(GPT.load(out).flat_params_, GPT.load(whole).flat_params_)
+
+
+def test_cli_sigint_keeps_the_checkpoint_and_says_how_to_resume(tmp_path, corpus):
+    """The real thing: SIGINT to a running ``seqprob train`` once its first checkpoint exists."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    def saved_step():  # the step of the checkpoint in ``out`` (0 while there is none or mid-swap)
+        try:
+            return json.loads((out / "training.json").read_text())["step"]
+        except (OSError, ValueError, KeyError):
+            return 0
+
+    import json
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "seqprob", "train", str(corpus), "-o", str(out),
+                             "--steps", "1000000", *SMALL[2:]], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while saved_step() < 6 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # step 6 saved: the row of step 3 was printed before step 4 began
+        assert saved_step() >= 6, proc.stderr.read() if proc.poll() is not None else "slow"
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, stderr
+    step = load_checkpoint(out).extra["step"]
+    assert f"kept the checkpoint of step {step} in {out.resolve()}/" in stderr
+    assert "--steps 1000000" in stderr and stderr.rstrip().endswith("--resume")
+    assert stdout.splitlines()[1].split()[0] == "3"  # the table's first row came as it was computed
+
+
+def test_cli_train_says_which_model_is_the_best_and_warns_of_overfitting(tmp_path, corpus, capsys,
+                                                                      monkeypatch):
+    from seqprob.app.cli import main
+
+    scripted_val(monkeypatch, [3.0, 2.0, 2.5, 2.6, 2.7])
+    out = tmp_path / "m"
+    assert main(["train", str(corpus), "-o", str(out), "--steps", "10", "--eval-every", "2",
+                 *SMALL[2:-2], "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    import json
+    assert [r["step"] for r in json.loads(captured.out)] == [2, 4, 6, 8, 10]
+    assert "seqprob train: warning: validation loss 2.7000 at step 10 is above its lowest" in captured.err
+    assert f"wrote the model and its tokenizer to {out.resolve()}/ (the last step, 10;" in captured.err
+    assert (f"the model of the lowest validation loss (2.0000 at step 4) is in "
+            f"{(out / 'best').resolve()}/ (use it with --model {out / 'best'})") in captured.err
+    assert GPT.load(out / "best").config == GPT.load(out).config
+
+
+def test_resume_command_repeats_the_options_given():
+    from seqprob.app.cli import build_parser
+    from seqprob.app.cli.train import resume_command
+
+    args = build_parser().parse_args(["train", "my corpus.txt", "-o", "out dir", "--steps", "50",
+                                      "--no-progress", "--force", "--lr", "0.001"])
+    assert resume_command(args) == ("seqprob train 'my corpus.txt' -o 'out dir' --steps 50 --lr 0.001 "
+                                    "--no-progress --resume")
+    assert resume_command(args, resume=False).endswith("--no-progress --force")

@@ -3,7 +3,8 @@
 Samples a training corpus from the true distribution P*, fits n-gram tables (orders 1-5: MLE,
 add-k, modified Kneser-Ney), loads the shipped GPT, scores the example sentences under P* and
 every model, compares held-out cross-entropy with the true entropy, and writes figures and a
-short report to an output folder.
+short report to an output folder. The terminal shows every table of the report, narrowed to
+its width (the report keeps them whole); the line saying what was written comes last.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from .._io import atomic_write, ensure_writable_dir
 from ..checks import check_int
 from . import pipeline
+from ._tables import fit_table, fit_text
 from .pipeline import AGREEMENT_PAIR, EXAMPLE_SENTENCES as EXAMPLES, GPT_NAME, TRUTH_NAME
 
 __all__ = ["run_demo", "DemoResult", "EXAMPLES", "AGREEMENT_PAIR"]
@@ -23,6 +25,11 @@ __all__ = ["run_demo", "DemoResult", "EXAMPLES", "AGREEMENT_PAIR"]
 log = logging.getLogger(__name__)
 
 ORDERS = (1, 2, 3, 4, 5)
+#: quick -> (training sentences, held-out sentences, agreement pairs, arithmetic-coded sentences)
+SIZES = {False: (20_000, 1_000, 300, 200), True: (3_000, 300, 100, 50)}
+#: What the demo does, in order: the steps of its progress bar.
+STAGES = ("fitting n-gram models", "loading the GPT", "scoring the example sentences",
+          "held-out cross-entropy", "long-range agreement", "arithmetic coding", "figures and report")
 
 
 @dataclass
@@ -34,6 +41,8 @@ class DemoResult:
     surprisal: object          # DataFrame: per-token surprisal (bits) under selected models
     heldout: object            # DataFrame: held-out cross-entropy per model vs the true entropy
     agreement: object          # DataFrame: long-range agreement accuracy per model
+    compression: object = None  # DataFrame: arithmetic-code size vs cross-entropy per model
+    coded_sentences: int = 0    # held-out sentences the compression table codes
     unknown: dict = field(default_factory=dict)  # sentence -> words not in the vocabulary
     files: list = field(default_factory=list)
     seconds: float = 0.0
@@ -136,8 +145,12 @@ def _figures(out: Path, scored, truth, lines, heldout, history, baselines: dict)
     return paths
 
 
+def _three_decimals(v) -> str:
+    return f"{v:.3f}"
+
+
 def _fmt(df) -> str:
-    return df.to_string(float_format=lambda v: f"{v:.3f}")
+    return df.to_string(float_format=_three_decimals)
 
 
 def _unknown_text(unknown: dict) -> str:
@@ -149,22 +162,58 @@ def _unknown_text(unknown: dict) -> str:
     return "\n".join(lines + [pipeline.IMPOSSIBLE_PREFIX_NOTE] if lines else [])
 
 
+def _sections(result: DemoResult) -> list:
+    """(title, table, note) of every table the demo shows, in order: the terminal and
+    ``report.md`` print this one list."""
+    parts = [
+        ("log P(sentence </s> | <s>) in nats (-inf: probability 0)", result.sentences,
+         _unknown_text(result.unknown)),
+        ("per-token surprisal in bits (inf: the model says impossible)", result.surprisal, ""),
+        ("held-out cross-entropy per token vs the true entropy H(P*); KL = CE - H",
+         result.heldout.set_index("model"), ""),
+        ("long-range agreement: share of pairs where the correct verb form is preferred",
+         result.agreement.set_index("model"), ""),
+    ]
+    if result.compression is not None:
+        parts.append((f"arithmetic coding of {result.coded_sentences} held-out sentences: real code size vs "
+                      "cross-entropy (bits per byte); P* is the optimal code",
+                      result.compression.set_index("model"), ""))
+    return parts
+
+
 def _report_text(result: DemoResult, settings: dict) -> str:
     parts = ["# seqprob demo report", "",
-             "Settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()), "",
-             "## log P (nats) of the example sentences", "", "```", _fmt(result.sentences), "```", "",
-             _unknown_text(result.unknown), "",
-             "## Per-token surprisal (bits)", "", "```", _fmt(result.surprisal), "```", "",
-             "## Held-out cross-entropy vs the true entropy", "", "```",
-             _fmt(result.heldout.set_index("model")), "```", "",
-             "## Long-range subject-verb agreement", "", "```",
-             _fmt(result.agreement.set_index("model")), "```", "", "## Figures", ""]
+             "Settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()), ""]
+    for title, table, note in _sections(result):
+        parts += [f"## {title}", "", "```", _fmt(table), "```", ""] + ([note, ""] if note else [])
+    parts += ["## Figures", ""]
     parts += [f"![{p.stem}]({p.name})" for p in result.files if p.suffix == ".png"]
     return "\n".join(parts) + "\n"
 
 
+class _Stages:
+    """The demo's progress: one bar over :data:`STAGES` on standard error (training adds its
+    own bar under it); nothing when ``progress`` is false."""
+
+    def __init__(self, progress: bool):
+        from ..training import progress_bar
+
+        self.bar = progress_bar(len(STAGES), "demo", progress, unit="stage", leave=False)
+        self.done = -1
+
+    def __call__(self, name: str) -> None:
+        """The previous stage is done; ``name`` starts."""
+        if self.done >= 0:
+            self.bar.update(1)
+        self.done += 1
+        self.bar.set_description_str(f"demo: {name}")
+
+    def close(self) -> None:
+        self.bar.close()
+
+
 def run_demo(out="seqprob-demo", seed: int = 0, quick: bool = False, retrain: bool = False,
-             progress: bool = True, echo=print) -> DemoResult:
+             progress: bool = True, echo=print, width: int | None = None) -> DemoResult:
     """Run the demo; print its tables with ``echo`` and write figures + ``report.md`` to ``out``.
 
     Parameters
@@ -178,65 +227,88 @@ def run_demo(out="seqprob-demo", seed: int = 0, quick: bool = False, retrain: bo
     retrain : bool
         Train the GPT from scratch instead of loading the shipped one (minutes; with
         ``quick``, a tiny model in seconds).
+    progress : bool
+        Show a progress bar over the demo's stages (and the training bar) on standard error.
+    width : int, optional
+        Width the printed tables and lines are narrowed to (default: the terminal's, see
+        :func:`seqprob.app._tables.terminal_width`); ``report.md`` holds them whole.
     """
-    from ..scoring import score
     from ..truth import toy_english
 
     seed = check_int("seed", seed, low=0)  # numpy's generators refuse negative seeds
     start = time.perf_counter()
     out = ensure_writable_dir(out)
     truth = toy_english()
-    n_train, n_test, n_pairs = (3_000, 300, 100) if quick else (20_000, 1_000, 300)
-    lines, heldout = pipeline.sample_corpora(truth, n_train, n_test, seed)
-    echo(f"P* = toy_english(): {len(truth.vocab)} tokens; sampled {n_train} training and "
-         f"{n_test} held-out sentences (seed {seed})")
-    models = {TRUTH_NAME: truth, **pipeline.fit_ngrams(pipeline.ngram_specs(ORDERS), lines, truth.tokenizer)}
-    gpt, history = _gpt(retrain, quick, seed, progress)
-    models[GPT_NAME] = gpt
-    history = history if history is not None else pipeline.shipped_history()
+    sizes = dict(zip(("train_sentences", "heldout_sentences", "agreement_pairs", "coded_sentences"),
+                     SIZES[bool(quick)]))
+    lines, heldout = pipeline.sample_corpora(truth, sizes["train_sentences"],
+                                             sizes["heldout_sentences"], seed)
+    echo(fit_text(f"P* = toy_english(): {len(truth.vocab)} tokens; sampled {len(lines)} training and "
+                  f"{len(heldout)} held-out sentences (seed {seed})", width))
+    stage = _Stages(progress)
+    try:
+        stage(STAGES[0])
+        models = {TRUTH_NAME: truth,
+                  **pipeline.fit_ngrams(pipeline.ngram_specs(ORDERS), lines, truth.tokenizer)}
+        stage("training the GPT" if retrain else STAGES[1])
+        models[GPT_NAME], history = _gpt(retrain, quick, seed, progress)
+        result, scored = _measure(out, truth, models, heldout, sizes, seed, stage)
+        stage(STAGES[-1])
+        history = history if history is not None else pipeline.shipped_history()
+        result.files = _figures(out, scored=scored, truth=truth, lines=lines, heldout=heldout,
+                                history=history, baselines={k: models[k] for k in ("mkn-3", "mkn-5")})
+        result.files.append(_write_report(out, result, {"seed": seed, "quick": quick,
+                                                        "retrain": retrain, **sizes}))
+    finally:
+        stage.close()
+    result.seconds = time.perf_counter() - start
+    _echo_tables(result, echo, width)
+    return result
+
+
+def _measure(out: Path, truth, models: dict, heldout: list, sizes: dict, seed: int, stage) -> tuple:
+    """Every table of the demo (one stage each): the DemoResult and the ``score`` DataFrame."""
+    from ..scoring import score
+
+    stage(STAGES[2])
     texts = list(EXAMPLES) + list(AGREEMENT_PAIR)
     scored = score(models, texts, tokenizer=truth.tokenizer, distribution=False)
     sentences = _sentence_table(scored, list(models), texts)
     surprisal = _surprisal_table(scored, [TRUTH_NAME, "mle-3", "addk-3", "mkn-3", "mkn-5", GPT_NAME])
+    stage(STAGES[3])
     heldout_table = _heldout_table(models, heldout, truth.tokenizer, truth.entropy().per_token)
-    agreement = _agreement_table(models, [TRUTH_NAME, "mkn-3", "mkn-5", GPT_NAME], n_pairs, seed)
-    result = DemoResult(out, sentences, surprisal, heldout_table, agreement,
-                        unknown=_unknown_words(scored, texts))
-    baselines = {k: models[k] for k in ("mkn-3", "mkn-5")}
-    result.files = _figures(out, scored, truth, lines, heldout, history, baselines)
-    settings = {"seed": seed, "quick": quick, "retrain": retrain, "train_sentences": n_train,
-                "heldout_sentences": n_test, "agreement_pairs": n_pairs}
+    stage(STAGES[4])
+    agreement = _agreement_table(models, [TRUTH_NAME, "mkn-3", "mkn-5", GPT_NAME],
+                                 sizes["agreement_pairs"], seed)
+    stage(STAGES[5])
+    coded = heldout[:sizes["coded_sentences"]]
+    compression = _compression_table({k: models[k] for k in (TRUTH_NAME, "mkn-3", GPT_NAME)}, coded,
+                                     truth.tokenizer)
+    result = DemoResult(out, sentences, surprisal, heldout_table, agreement, compression,
+                        coded_sentences=len(coded), unknown=_unknown_words(scored, texts))
+    return result, scored
+
+
+def _write_report(out: Path, result: DemoResult, settings: dict) -> Path:
     report = out / "report.md"
     with atomic_write(report) as handle:
         handle.write(_report_text(result, settings))
-    result.files.append(report)
-    result.seconds = time.perf_counter() - start
-    _echo_tables(result, echo)
-    _echo_compression({k: models[k] for k in (TRUTH_NAME, "mkn-3", GPT_NAME)}, heldout[:50 if quick else 200],
-                      truth.tokenizer, echo)
-    return result
+    return report
 
 
-def _echo_compression(models: dict, texts: list, tokenizer, echo) -> None:
+def _compression_table(models: dict, texts: list, tokenizer):
     """Prediction is compression: P* gives the shortest code of its own text."""
     from ..scoring.compression import compression_table
 
-    table = compression_table(models, texts, tokenizer=tokenizer)
-    echo(f"\narithmetic coding of {len(texts)} held-out sentences: real code size vs cross-entropy "
-         "(bits per byte); P* is the optimal code")
-    echo(_fmt(table.set_index("model")))
+    return compression_table(models, texts, tokenizer=tokenizer)
 
 
-def _echo_tables(result: DemoResult, echo) -> None:
-    echo("\nlog P(sentence </s> | <s>) in nats (-inf: probability 0)")
-    echo(_fmt(result.sentences))
-    if result.unknown:
-        echo(_unknown_text(result.unknown))
-    echo("\nper-token surprisal in bits (inf: the model says impossible)")
-    echo(_fmt(result.surprisal))
-    echo("\nheld-out cross-entropy per token vs the true entropy H(P*); KL = CE - H")
-    echo(_fmt(result.heldout.set_index("model")))
-    echo("\nlong-range agreement: share of pairs where the correct verb form is preferred")
-    echo(_fmt(result.agreement.set_index("model")))
-    echo(f"\nwrote {len(result.files)} files to {result.out.resolve()} "
-         f"(report: {result.out / 'report.md'}) in {result.seconds:.1f} s")
+def _echo_tables(result: DemoResult, echo, width: int | None) -> None:
+    """Every table of the report, narrowed to ``width``; then what was written, last."""
+    for title, table, note in _sections(result):
+        echo(fit_text("\n" + title, width))
+        echo(fit_table(table, width, float_format=_three_decimals))
+        if note:
+            echo(fit_text(note, width))
+    echo(fit_text(f"\nwrote {len(result.files)} files to {result.out.resolve()} "
+                  f"(report: {result.out / 'report.md'}) in {result.seconds:.1f} s", width))

@@ -6,23 +6,28 @@ P(</s> | sentence) exactly as the scoring functions ask for them; a BPE vocabula
 ``<|endoftext|>`` is both BOS and EOS, so lines are simply separated by it (and the stream
 starts with it). In raw mode the text is encoded as it is (newlines included for ``char``).
 The last ``--val-fraction`` of the token stream is held out for validation. The output folder
-is a checkpoint (model, tokenizer, optimizer, sampler state): ``seqprob sample --model OUT``
-uses it and ``--resume`` continues an interrupted run exactly.
+is a checkpoint of the last step (model, tokenizer, optimizer, sampler state):
+``seqprob sample --model OUT`` uses it and ``--resume`` continues an interrupted run exactly;
+``OUT/best`` holds the model of the lowest validation loss. The step table is printed row by
+row as the evaluations come (also with ``--no-progress``); Ctrl-C says what was kept and the
+command that continues the run.
 """
 from __future__ import annotations
 
 import logging
+import math
+import shlex
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from ...errors import InputError
-from ._common import add_format_option, positive_float, positive_int, print_frame, seed_int
+from ...errors import InputError, TrainingInterrupted
+from ._common import HEADER_UNITS, add_format_option, positive_float, positive_int, print_frame, seed_int
 
 log = logging.getLogger(__name__)
 
-__all__ = ["register", "run", "make_tokenizer", "token_stream"]
+__all__ = ["register", "run", "make_tokenizer", "token_stream", "resume_command", "StepTable"]
 
 
 def register(sub) -> None:
@@ -30,7 +35,10 @@ def register(sub) -> None:
         "train", help="train a GPT on a text corpus",
         description="Fit a tokenizer on CORPUS and train a numpy GPT on it (AdamW, warmup + cosine "
                     "learning rate, gradient clipping). Writes a checkpoint folder with the model "
-                    "and its tokenizer. Same --seed, same model.")
+                    "of the last step and its tokenizer, and OUTPUT/best with the model of the "
+                    "lowest validation loss. Prints a row per evaluation as training goes; "
+                    "Ctrl-C keeps the last checkpoint and prints the command that resumes it. "
+                    "Same --seed, same model.")
     p.add_argument("corpus", help="text file, one sentence per line (.gz ok; '-' = stdin)")
     p.add_argument("-o", "--output", required=True, help="output checkpoint folder")
     p.add_argument("--tokenizer", default="word",
@@ -57,7 +65,8 @@ def register(sub) -> None:
     p.add_argument("--force", action="store_true",
                    help="replace an existing OUTPUT folder (without it, train refuses to overwrite)")
     p.add_argument("--history", help="also write the per-step history to this CSV file")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--no-progress", action="store_true",
+                   help="hide the progress bar (the rows of the step table still appear)")
     add_format_option(p)
     p.set_defaults(func=run)
 
@@ -140,21 +149,177 @@ def run(args) -> int:
     model = GPT(config, seed=args.seed, tokenizer=tok)
     log.info("training %r on %d tokens (%d held out)", model, len(train_ids),
              0 if val_ids is None else len(val_ids))
-    history = train(model, train_ids, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
-                    seed=args.seed, val_ids=val_ids, eval_every=args.eval_every, checkpoint=out,
-                    warmup=args.warmup, min_lr=args.min_lr, weight_decay=args.weight_decay,
-                    grad_clip=args.grad_clip, progress=not args.no_progress, resume=args.resume)
-    if args.history:
+    table = StepTable(args.format, args.steps, args.eval_every or max(1, args.steps // 10))
+    try:
+        history = train(model, train_ids, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
+                        seed=args.seed, val_ids=val_ids, eval_every=args.eval_every, checkpoint=out,
+                        warmup=args.warmup, min_lr=args.min_lr, weight_decay=args.weight_decay,
+                        grad_clip=args.grad_clip, progress=not args.no_progress, resume=args.resume,
+                        callback=table.add)
+    except TrainingInterrupted as stop:
+        table.close(stop.history)
+        _write_history(args.history, stop.history)
+        _say_interrupted(stop, args)
+        return 130
+    table.close(history)
+    _write_history(args.history, history)
+    _say_written(out, args.output, history)
+    return 0
+
+
+#: Columns of the step table: the history's, and the validation perplexity.
+TABLE_COLUMNS = ["step", "lr", "train_loss", "val_loss", "tokens_seen", "seconds", "val_ppl"]
+
+
+class StepTable:
+    """The step table, a row per evaluation (and the last step) printed on standard output as
+    training reaches it: aligned columns or CSV; JSON, one document, is printed at the end.
+
+    Rows go through ``tqdm.write``, which lifts the progress bar (on standard error) off the
+    terminal line first."""
+
+    def __init__(self, fmt: str, steps: int, every: int):
+        self.fmt, self.steps, self.every = fmt, steps, every
+        self.rows, self.started = [], False
+
+    def add(self, row: dict) -> None:
+        """train()'s callback: print ``row`` if it is an evaluation, a multiple of ``every``
+        or the last step."""
+        if not self._shown(row):
+            return
+        row = {**row, "val_ppl": _ppl(row["val_loss"])}
+        self.rows.append(row)
+        if self.fmt == "json":
+            return
+        if not self.started:
+            self.started = True
+            self._emit(self._header())
+        self._emit(self._line(row))
+
+    def close(self, history) -> None:
+        """JSON: the rows of ``history`` the table shows, as one document; a table that
+        printed nothing (a finished run resumed) shows them too."""
+        if self.fmt != "json" and self.started:
+            return
+        rows = [row for row in history.to_dict(orient="records") if self._shown(row)]
+        if self.fmt == "json":
+            import pandas as pd
+
+            shown = pd.DataFrame(rows, columns=TABLE_COLUMNS[:-1])
+            shown["val_ppl"] = [_ppl(v) for v in shown.val_loss]
+            print_frame(shown, "json")
+            return
+        for row in rows:
+            self.add(row)
+
+    def _shown(self, row: dict) -> bool:
+        step = row["step"]
+        return not math.isnan(row["val_loss"]) or step % self.every == 0 or step == self.steps
+
+    def _header(self) -> str:
+        if self.fmt == "csv":
+            return ",".join(TABLE_COLUMNS)
+        return "  ".join(f"{name:>{width}}" for name, width in zip(self._names(), self._widths()))
+
+    def _line(self, row: dict) -> str:
+        if self.fmt == "csv":
+            import pandas as pd
+
+            return pd.DataFrame([row], columns=TABLE_COLUMNS).to_csv(index=False, header=False).rstrip("\n")
+        cells = (_cell(name, row[name]) for name in TABLE_COLUMNS)
+        return "  ".join(f"{cell:>{width}}" for cell, width in zip(cells, self._widths()))
+
+    @staticmethod
+    def _names() -> list:
+        return [HEADER_UNITS.get(name, name) for name in TABLE_COLUMNS]
+
+    def _widths(self) -> list:
+        return [max(len(name), 10) for name in self._names()]
+
+    @staticmethod
+    def _emit(line: str) -> None:
+        from tqdm.auto import tqdm
+
+        tqdm.write(line, file=sys.stdout)
+        sys.stdout.flush()
+
+
+def _ppl(val_loss: float) -> float:
+    """exp(val_loss); NaN stays NaN, past float range inf."""
+    return math.exp(val_loss) if not val_loss > 700 else math.inf
+
+
+def _cell(name: str, value) -> str:
+    if name in ("step", "tokens_seen"):
+        return str(int(value))
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return f"{value:.2e}" if name == "lr" else f"{value:.1f}" if name == "seconds" else f"{value:.4f}"
+
+
+def _write_history(path, history) -> None:
+    if path:
         from ..._io import atomic_write
 
-        with atomic_write(args.history) as handle:
+        with atomic_write(path) as handle:
             history.to_csv(handle, index=False)
-    shown = history[history.val_loss.notna() | (history.step == history.step.max())].copy()
-    shown["val_ppl"] = np.exp(shown.val_loss)
-    print_frame(shown, args.format)
-    print(f"seqprob train: wrote the model and its tokenizer to {out.resolve()}/ "
-          f"(use it with --model {args.output})", file=sys.stderr)
-    return 0
+
+
+def _say(message: str) -> None:
+    print(f"seqprob train: {message}", file=sys.stderr)
+
+
+def _say_written(out: Path, given: str, history) -> None:
+    """Where the last step's model and the lowest-validation-loss model are."""
+    from ...training import BEST_FOLDER, kept_best
+
+    last = int(history.step.iloc[-1])
+    _say(f"wrote the model and its tokenizer to {out.resolve()}/ (the last step, {last}; use it "
+         f"with --model {shlex.quote(given)})")
+    best = kept_best(out)
+    if best is not None:
+        which = ", the last step too" if best[0] == last else ""
+        _say(f"the model of the lowest validation loss ({best[1]:.4f} at step {best[0]}{which}) is "
+             f"in {(out / BEST_FOLDER).resolve()}/ (use it with "
+             f"--model {shlex.quote(str(Path(given) / BEST_FOLDER))})")
+
+
+def _say_interrupted(stop: TrainingInterrupted, args) -> None:
+    """What Ctrl-C left: the last checkpoint, the best model, and the command that goes on."""
+    _say(f"interrupted after step {stop.step} of {stop.steps}")
+    if stop.checkpoint_step is None:
+        _say("no checkpoint was written yet: nothing was kept; run it again with: "
+             f"{resume_command(args, resume=False)}")
+        return
+    kept = f"kept the checkpoint of step {stop.checkpoint_step} in {Path(stop.checkpoint).resolve()}/"
+    if stop.best_step is not None:
+        kept += (f" and the model of the lowest validation loss ({stop.best_val_loss:.4f} at step "
+                 f"{stop.best_step}) in {Path(stop.best_checkpoint).resolve()}/")
+    _say(kept)
+    _say(f"continue with: {resume_command(args, resume=True)}")
+
+
+def resume_command(args, resume: bool = True) -> str:
+    """The ``seqprob train`` command line of ``args`` (options left at their defaults left
+    out), with ``--resume`` instead of ``--force`` when ``resume``."""
+    import argparse
+
+    sub = argparse.ArgumentParser(prog="seqprob").add_subparsers()
+    register(sub)
+    words = ["seqprob", "train"]
+    for action in sub.choices["train"]._actions:
+        value = getattr(args, action.dest, None)
+        if action.dest in ("help", "force", "resume", "func"):
+            continue
+        if not action.option_strings:
+            words.append(str(value))
+        elif value is not None and value != action.default:
+            words += [action.option_strings[0]] + ([] if action.nargs == 0 else [str(value)])
+    if resume:
+        words.append("--resume")
+    elif getattr(args, "force", False):
+        words.append("--force")
+    return shlex.join(words)
 
 
 def _check_output(out: Path, resume: bool, force: bool) -> None:
