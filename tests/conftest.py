@@ -1,4 +1,5 @@
 import os
+import tempfile
 
 import matplotlib
 import numpy as np
@@ -25,3 +26,10 @@ collect_ignore = ["fixtures"]
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True)
+def _temporary_files_in_tmp_path(tmp_path, monkeypatch):
+    """Whatever a test creates with :mod:`tempfile` (docstring examples call ``mkdtemp()``)
+    lands in its own ``tmp_path``, which pytest removes: the suite leaves nothing in /tmp."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

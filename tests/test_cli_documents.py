@@ -8,7 +8,7 @@ import pytest
 
 import seqprob
 from seqprob.app.cli import main
-from seqprob.app.cli._common import MAX_CELL, table_text
+from seqprob.app.cli._common import table_text
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kenlm"
 ARPA = str(FIXTURES / "genesis.o3.arpa.gz")
@@ -76,11 +76,14 @@ def test_summary_computes_no_distributions(monkeypatch, capsys):
 def test_terminal_tables_cut_long_text_left_align_it_and_show_units():
     text = "word " * 30
     df = pd.DataFrame({"text": [text, "short"], "logprob": [-1.5, -2.0], "surprisal_bits": [1.0, 2.0]})
-    lines = table_text(df).splitlines()
-    assert lines[0].split()[:4] == ["text", "logprob", "(nats)", "surprisal"] and "(bits)" in lines[0]
-    assert max(len(line) for line in lines) < MAX_CELL + 40
-    assert lines[1].startswith(text[:MAX_CELL - 1]) and "…" in lines[1]
-    assert lines[2].startswith("short ")  # text left-aligned
+    wide = table_text(df, width=200).splitlines()
+    assert wide[0].split()[:4] == ["text", "logprob", "(nats)", "surprisal"] and "(bits)" in wide[0]
+    assert wide[1].startswith(text.strip())  # whole when the terminal is wide enough
+    lines = table_text(df, width=80).splitlines()  # units under the names, text cut
+    assert lines[0].split() == ["text", "logprob", "surprisal"] and lines[1].split() == ["(nats)", "(bits)"]
+    assert max(len(line) for line in lines) <= 80
+    assert lines[2].startswith("word word") and "…" in lines[2]
+    assert lines[3].startswith("short ")  # text left-aligned
 
 
 def test_mostly_unknown_text_warns_and_says_what_the_default_model_knows(capsys):

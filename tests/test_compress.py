@@ -92,3 +92,15 @@ def test_bad_data_is_named(models, truth):
         sp.compress(truth, "the  cat")  # two spaces do not survive a word tokenizer
     with pytest.raises(InputError, match="vocabulary is not the model's"):
         sp.compress(truth, "the cat", tokenizer=tk)
+
+
+def test_a_line_that_cannot_be_coded_names_the_word_whole():
+    truth = sp.toy_english()
+    word = "supercalifragilisticexpialidocious" * 2
+    with pytest.raises(InputError) as info:
+        sp.compress(truth, f"the cat sat on the mat the dog sat on the mat {word} the cat")
+    assert f"the word {word!r} at character 47 decodes as '<unk>'" in str(info.value)
+    with pytest.raises(InputError, match="the whitespace '  ' at character 4 decodes as ' '"):
+        sp.compress(truth, "the  cat")
+    with pytest.raises(InputError, match="the text holds '<unk>'"):
+        sp.compress(truth, "the cat <unk>")

@@ -41,3 +41,18 @@ def test_budgets_follow_the_active_profile():
 def test_no_machine_specific_paths():
     needle = "/" + "work/"  # split so this file does not match itself
     assert [p.name for p in TESTS if needle in p.read_text()] == []
+
+
+def test_formats_doc_states_the_true_arpa_order_limit():
+    from seqprob.counts import MAX_ORDER
+
+    text = (ROOT / "docs" / "formats.md").read_text(encoding="utf-8")
+    assert f"order <= {MAX_ORDER} (`counts.MAX_ORDER`)" in text
+
+
+def test_temporary_files_of_a_test_land_in_its_tmp_path(tmp_path):
+    """conftest points tempfile at each test's tmp_path: docstring examples that call
+    tempfile.mkdtemp() leave nothing in the system temp folder."""
+    import tempfile
+
+    assert Path(tempfile.mkdtemp()).parent == tmp_path

@@ -129,3 +129,20 @@ def test_loaded_model_scores_text_and_arpa_cli(tmp_path):
     loaded = load_ngram(model.save(tmp_path / "m.sqlm"))
     test = ["the cat sat", "a dog saw zebras"]
     assert sp.perplexity(loaded, test) == sp.perplexity(model, test)
+
+
+def test_stupid_backoff_keeps_its_scores_and_says_they_are_not_probabilities(tmp_path):
+    """A .sqlm of stupid back-off scores like the model and loads with normalized False (so
+    perplexity warns and write_arpa refuses it); other models' files stay as they were."""
+    from seqprob.ngram import StupidBackoff, WittenBell
+
+    model = StupidBackoff(order=3, alpha=0.4).fit(CORPUS)
+    loaded = load_ngram(model.save(tmp_path / "s.sqlm"))
+    ids = [1, *model.tokenizer.encode("the cat sat on"), 2]
+    np.testing.assert_array_equal(model.token_logprobs(ids), loaded.token_logprobs(ids))
+    assert loaded.normalized is False
+    with pytest.raises(InputError, match="not a normalized distribution"):
+        write_arpa(loaded, tmp_path / "s.arpa")
+    normal = load_ngram(WittenBell(order=2).fit(CORPUS).save(tmp_path / "w.sqlm"))
+    assert getattr(normal, "normalized", True) is True
+    assert b"normalized" not in (tmp_path / "w.sqlm").read_bytes()[:4096]

@@ -30,8 +30,9 @@ def train():
 
 
 @pytest.fixture(scope="module")
-def client():
-    with warnings.catch_warnings():
+def client(tmp_path_factory):
+    scratch = tmp_path_factory.mktemp("dask")  # dask's scratch space and locks, not in /tmp
+    with warnings.catch_warnings(), dask.config.set({"temporary-directory": str(scratch)}):
         warnings.simplefilter("ignore")  # dask's own deprecation chatter
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                           dashboard_address=None) as cluster, Client(cluster) as c:

@@ -504,7 +504,7 @@ def test_cli_train_errors(tmp_path, corpus, capsys):
     assert "unknown --tokenizer 'sentencepiece'" in capsys.readouterr().err
     assert main(["train", str(corpus), "-o", str(tmp_path / "m"), *SMALL[:2], "--block-size",
                  "100000", "--no-progress"]) == 2
-    assert "block_size" in capsys.readouterr().err
+    assert "--block-size 100000" in capsys.readouterr().err  # the option, in the CLI's words
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n")
     assert main(["train", str(empty), "-o", str(tmp_path / "m"), *SMALL]) == 2

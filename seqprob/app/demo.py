@@ -17,7 +17,7 @@ from pathlib import Path
 from .._io import atomic_write, ensure_writable_dir
 from ..checks import check_int
 from . import pipeline
-from ._tables import fit_table, fit_text
+from .tables import fit_table, fit_text
 from .pipeline import AGREEMENT_PAIR, EXAMPLE_SENTENCES as EXAMPLES, GPT_NAME, TRUTH_NAME
 
 __all__ = ["run_demo", "DemoResult", "EXAMPLES", "AGREEMENT_PAIR"]
@@ -231,7 +231,7 @@ def run_demo(out="seqprob-demo", seed: int = 0, quick: bool = False, retrain: bo
         Show a progress bar over the demo's stages (and the training bar) on standard error.
     width : int, optional
         Width the printed tables and lines are narrowed to (default: the terminal's, see
-        :func:`seqprob.app._tables.terminal_width`); ``report.md`` holds them whole.
+        :func:`seqprob.app.tables.terminal_width`); ``report.md`` holds them whole.
     """
     from ..truth import toy_english
 
@@ -305,9 +305,12 @@ def _compression_table(models: dict, texts: list, tokenizer):
 
 def _echo_tables(result: DemoResult, echo, width: int | None) -> None:
     """Every table of the report, narrowed to ``width``; then what was written, last."""
+    import pandas as pd
+
     for title, table, note in _sections(result):
         echo(fit_text("\n" + title, width))
-        echo(fit_table(table, width, float_format=_three_decimals))
+        keyed = table.index.name is not None or not table.index.equals(pd.RangeIndex(len(table)))
+        echo(fit_table(table, width, index=keyed, decimals=3))
         if note:
             echo(fit_text(note, width))
     echo(fit_text(f"\nwrote {len(result.files)} files to {result.out.resolve()} "

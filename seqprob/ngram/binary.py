@@ -156,7 +156,8 @@ def save_ngram(model, path, hash: bool = True) -> Path:
         raise InputError(f"save_ngram needs a seqprob n-gram model, got {type(model).__name__}")
     tables, vocab = model._tables(), model.vocab
     arrays = _section_arrays(tables, vocab, hash)
-    header, blobs = _layout(tables, vocab, arrays, getattr(model, "tokenizer", None))
+    header, blobs = _layout(tables, vocab, arrays, getattr(model, "tokenizer", None),
+                            getattr(model, "normalized", True))
     path = as_path(path)
     with atomic_write(path, "wb") as handle:
         handle.write(_PREFIX.pack(MAGIC, VERSION, len(header), zlib.crc32(header)) + header)
@@ -185,9 +186,11 @@ def _section_arrays(tables: BackoffTables, vocab: Vocab, hash: bool) -> dict:
     return arrays
 
 
-def _layout(tables: BackoffTables, vocab: Vocab, arrays: dict, tokenizer):
+def _layout(tables: BackoffTables, vocab: Vocab, arrays: dict, tokenizer, normalized: bool = True):
     """(header bytes, [(offset, bytes)]): section offsets depend on the header length, so the
-    header is laid out twice (offsets are aligned, the second pass is final)."""
+    header is laid out twice (offsets are aligned, the second pass is final). Scores that are
+    not a distribution (stupid back-off) are marked ``"normalized": false``; the key is left out
+    otherwise, so the files of normalized models keep their bytes."""
     sections = [{"name": n, "dtype": a.dtype.str, "shape": list(a.shape), "nbytes": int(a.nbytes),
                  "crc32": zlib.crc32(memoryview(np.ascontiguousarray(a)).cast("B"))}
                 for n, a in arrays.items()]
@@ -200,6 +203,8 @@ def _layout(tables: BackoffTables, vocab: Vocab, arrays: dict, tokenizer):
             "probe_longest": {str(m): tables.probe_index(m).longest for m in range(2, tables.order + 1)
                               if f"buckets.{m}" in arrays},
             "sections": sections}
+    if not normalized:
+        meta["normalized"] = False
     header = b""
     for _ in range(2):
         position = _align(_PREFIX.size + len(header) + 64)  # slack: offsets grow the header a little
@@ -269,6 +274,8 @@ def load_ngram(path, verify: bool = False):
     _check_unigrams(tables, path)
     vocab = _vocab(arrays, meta, path)
     model = ArpaModel(tables, vocab, path)
+    if meta.get("normalized", True) is False:
+        model.normalized = False  # scores, not probabilities: perplexity warns, ARPA refuses
     if meta["tokenizer"] != "whitespace":
         model.tokenizer_ = None  # the saved model's tokenizer is not stored: pass one to scoring
     return model

@@ -20,6 +20,7 @@ then the payload. Data of another model, truncated or corrupt: :class:`Compresse
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 import zlib
 
@@ -146,11 +147,27 @@ def _tokenizer(model, tokenizer):
 def _line_ids(tok, line: str, number: int) -> list:
     ids = tok.encode(line) if line else []
     unk = tok.vocab.unk_id
-    if (unk is not None and unk in ids) or tok.decode(ids) != line:
+    decoded = tok.decode(ids)
+    if (unk is not None and unk in ids) or decoded != line:
         raise InputError(f"line {number} cannot be coded losslessly by this tokenizer "
-                         f"({type(tok).__name__}): {line!r:.60} decodes as {tok.decode(ids)!r:.60}",
-                         line=number)
+                         f"({type(tok).__name__}): {_first_loss(tok, line, decoded)}", line=number)
     return ids
+
+
+def _first_loss(tok, line: str, decoded: str) -> str:
+    """The first word (whole) or run of whitespace of ``line`` that decoding does not give back."""
+    if decoded == line:  # the text spells the unknown-word token itself
+        return f"the text holds {tok.vocab.unk!r}, the tokenizer's token for unknown words"
+    at = next((i for i, (a, b) in enumerate(zip(line, decoded)) if a != b), min(len(line), len(decoded)))
+    if at >= len(line):
+        return f"it decodes as {decoded!r}"
+    part = next(m for m in re.finditer(r"\S+|\s+", line) if m.start() <= at < m.end())
+    space = part.group().isspace()
+    got = re.match(r"\s*" if space else r"\S*", decoded[part.start():]).group()
+    if space:
+        return f"the whitespace {part.group()!r} at character {part.start() + 1} decodes as {got!r}"
+    return (f"the word {part.group()!r} at character {part.start() + 1} decodes as {got!r}"
+            + (" (it is not in the vocabulary)" if got == tok.vocab.unk else ""))
 
 
 def _coded_symbols(model, tok, text: str):

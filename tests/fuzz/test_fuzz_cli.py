@@ -124,9 +124,9 @@ def assume_fast(args):
 
 @pytest.mark.parametrize("args, stdin, message", [
     (["tokenize", "-", "--tokenizer", "char"], b"ok\n\xff\xfe\n", "stdin line 2: not valid UTF-8"),
-    (["tokenize", "the \udce9 caf", "--tokenizer", "char"], b"", "surrogate"),
+    (["tokenize", "the \udce9 caf", "--tokenizer", "char"], b"", "not valid UTF-8 (byte e9 at character 5)"),
     (["train", "C", "-o", "O", "--eval-every", "0"], b"", "--eval-every: must be an integer >= 1"),
-    (["ngram", "fit", "C", "-o", "F"], b"", "a folder of that name exists"),
+    (["ngram", "fit", "C", "-o", "F"], b"", "is a folder: give a file name"),
     (["ppl", "--model", "F", "C"], b"", "F"),
     (["no-such-command"], b"", "invalid choice"),
 ])

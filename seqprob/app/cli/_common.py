@@ -1,15 +1,27 @@
-"""Helpers shared by the CLI commands: loading models and tokenizers, printing tables."""
+"""Helpers shared by the CLI commands: argument types, texts, tables. Loading models and
+tokenizers lives in :mod:`._loading`, checking paths in :mod:`._files`."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import math
-import os
 import sys
 
 from ...errors import InputError
+from ..tables import fit_table
+from ._files import check_input_file, check_output_file, refuse_overwriting_inputs  # noqa: F401
+from ._loading import MODEL_HELP, TOKENIZER_HELP, load_model, progress_wanted, resolve_tokenizer  # noqa: F401
 
 FORMATS = ("table", "csv", "json")
+
+
+def did_you_mean(word: str, names) -> str:
+    """``" (did you mean 'x'?)"`` for the name closest to ``word``, or ``""``."""
+    names = list(names)
+    prefixed = [n for n in names if n.startswith(word) and len(word) >= 3]
+    close = prefixed[:1] or difflib.get_close_matches(word, names, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _int_at_least(text: str, low: int) -> int:
@@ -32,17 +44,6 @@ def seed_int(text: str) -> int:
     return _int_at_least(text, 0)
 
 
-def refuse_overwriting_inputs(output, *inputs) -> None:
-    """InputError when ``output`` is (a link to) one of the ``inputs`` files: the command
-    would replace what it reads (``build-binary m.arpa m.arpa``). None and '-' are skipped."""
-    if output is None or output == "-" or not os.path.exists(output):
-        return
-    for path in inputs:
-        if path not in (None, "-") and os.path.exists(path) and os.path.samefile(output, path):
-            raise InputError(f"the output {str(output)!r} is the input {str(path)!r}: refusing to "
-                             "overwrite it (write to another path)", path=str(output))
-
-
 def positive_float(text: str) -> float:
     """argparse type: a finite number > 0."""
     try:
@@ -61,10 +62,16 @@ def add_format_option(parser) -> None:
 
 
 def add_model_options(parser) -> None:
-    """``--model`` and ``--tokenizer``, shared by every command that uses a model."""
-    parser.add_argument("--model", help="ARPA file, GPT checkpoint folder or grammar spec "
-                                        "(default: the shipped GPT trained on the toy language)")
-    parser.add_argument("--tokenizer", help="tokenizer file (default: the model's own)")
+    """``--model``, ``--tokenizer`` and ``--no-progress``, shared by every command that uses a model."""
+    parser.add_argument("--model", metavar="PATH", help=MODEL_HELP)
+    parser.add_argument("--tokenizer", metavar="PATH|FOLDER|word|char|NAME", help=TOKENIZER_HELP)
+    add_progress_option(parser)
+
+
+def add_progress_option(parser) -> None:
+    """``--no-progress``: progress goes to stderr when it is a terminal, unless this is given."""
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress bars or stage lines (shown on stderr when it is a terminal)")
 
 
 def add_window_options(parser) -> None:
@@ -76,65 +83,15 @@ def add_window_options(parser) -> None:
                         help="start every sliding window with <s>")
 
 
-def load_model(path: str | None):
-    """``--model``: whatever ``path`` is (see :func:`seqprob.load_model`); the default model
-    without a path."""
-    from ...registry import load_model as load
-
-    return load(path)
-
-
 def load_tokenizer_arg(spec: str | None, model=None):
-    """``--tokenizer``: a saved tokenizer file, or the model's own tokenizer when omitted."""
-    if spec is None:
-        tok = getattr(model, "tokenizer", None)
-        if tok is None:
-            raise InputError("this model has no tokenizer of its own: pass --tokenizer PATH")
-        return tok
-    from ...tokenizers import load_tokenizer
-
-    return load_tokenizer(spec)
+    """``--tokenizer`` of a command that has a model (see :func:`._loading.resolve_tokenizer`)."""
+    return resolve_tokenizer(spec, model)
 
 
-def _fmt_cell(value) -> str:
-    if isinstance(value, float):
-        if math.isinf(value):
-            return "-inf" if value < 0 else "inf"
-        if math.isnan(value):
-            return "nan"
-        return f"{value:.4f}"
-    return str(value)
-
-
-#: Units shown in the terminal table's headers (CSV and JSON keep the plain column names).
-HEADER_UNITS = {"logprob": "logprob (nats)", "log10prob": "log10prob (log10)",
-                "surprisal_bits": "surprisal (bits)", "entropy_bits": "entropy (bits)",
-                "bits_per_token": "bits/token", "bits_per_char": "bits/char",
-                "train_loss": "train_loss (nats/token)", "val_loss": "val_loss (nats/token)",
-                "tokens": "tokens (count)", "n_tokens": "n_tokens (count)"}
-#: Longest text cell of the terminal table; longer ones end in "…" (CSV/JSON keep them whole).
-MAX_CELL = 40
-
-
-def _clip(value, width: int = MAX_CELL) -> str:
-    text = str(value)
-    return text if len(text) <= width else text[:width - 1] + "…"
-
-
-def table_text(df) -> str:
-    """``df`` as an aligned terminal table: numbers right-aligned with 4 decimals, text left-
-    aligned and cut to :data:`MAX_CELL` characters, units in the headers."""
-    view = df.rename(columns={c: HEADER_UNITS.get(c, c) for c in df.columns})
-    formatters = {}
-    for name, column in zip(view.columns, df.columns):
-        if df[column].dtype.kind == "f":
-            formatters[name] = _fmt_cell
-        elif df[column].dtype.kind == "O":
-            cells = df[column].map(_clip)
-            width = max([len(name), *cells.map(len)]) if len(cells) else len(name)
-            view[name] = cells
-            formatters[name] = (lambda w: lambda s: f"{s:<{w}}")(width)
-    return view.to_string(index=False, formatters=formatters, justify="left")
+def table_text(df, width: int | None = None, drop=()) -> str:
+    """``df`` as a terminal table that fits ``width`` columns (default: the terminal's); see
+    :func:`seqprob.app.tables.fit_table`. CSV and JSON keep every column."""
+    return fit_table(df, width, drop=drop, hint="; --format csv shows all")
 
 
 def frame_records(df) -> list:
@@ -142,8 +99,9 @@ def frame_records(df) -> list:
     return [{k: _json_value(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
 
 
-def print_frame(df, fmt: str, file=None) -> None:
-    """Print a DataFrame as an aligned table (see :func:`table_text`), CSV or JSON records."""
+def print_frame(df, fmt: str, file=None, drop=()) -> None:
+    """Print a DataFrame as an aligned table that fits the terminal (leaving out the columns
+    ``drop``, first ones first, when it must: see :func:`table_text`), CSV or JSON records."""
     out = file or sys.stdout
     if fmt == "csv":
         df.to_csv(out, index=False)
@@ -151,10 +109,10 @@ def print_frame(df, fmt: str, file=None) -> None:
         json.dump(frame_records(df), out, indent=1)
         out.write("\n")
     else:
-        out.write(table_text(df) + "\n")
+        out.write(table_text(df, drop=drop) + "\n")
 
 
-def print_document(parts: dict, fmt: str, csv_key: str | None = None, file=None) -> None:
+def print_document(parts: dict, fmt: str, csv_key: str | None = None, file=None, drop=()) -> None:
     """Several tables as ONE document: a JSON object of name -> records, or for CSV the one
     table ``parts[csv_key]`` (the others are for the terminal), or titled terminal tables."""
     out = file or sys.stdout
@@ -164,7 +122,7 @@ def print_document(parts: dict, fmt: str, csv_key: str | None = None, file=None)
     elif fmt == "csv":
         parts[csv_key].to_csv(out, index=False)
     else:
-        out.write("\n\n".join(f"{name}:\n{table_text(df)}" for name, df in parts.items()) + "\n")
+        out.write("\n\n".join(f"{name}:\n{table_text(df, drop=drop)}" for name, df in parts.items()) + "\n")
 
 
 def _json_value(value):
@@ -175,15 +133,32 @@ def _json_value(value):
     return value
 
 
+def stdin_is_piped() -> bool:
+    """Whether standard input is a pipe or a file (not a terminal, not closed or captured)."""
+    stdin = sys.stdin
+    try:
+        return stdin is not None and not stdin.isatty() and stdin.readable()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 def read_texts(args_texts, file_arg: str | None) -> list:
-    """Texts from the command line, or one per line from a file (``-`` = stdin)."""
+    """Texts from the command line (a TEXT of '-' reads standard input), one per line from
+    ``--file`` ('-' = stdin), or, when neither is given, one per line from standard input when
+    it is not a terminal (``echo "the cat" | seqprob score``); blank lines are skipped."""
     from ..._io import read_lines
 
-    texts = list(args_texts or [])
+    check_input_file(file_arg, "--file", "; to score text itself, pass it as TEXT arguments or on stdin")
+    texts = []
+    for text in args_texts or []:
+        texts.extend((t for t in read_lines("-") if t) if text == "-" else [text])
     if file_arg:
         texts.extend(t for t in read_lines(file_arg) if t)
+    if not args_texts and not file_arg and stdin_is_piped():
+        texts.extend(t for t in read_lines("-") if t)
     if not texts:
-        raise InputError("no text given: pass TEXT arguments or --file FILE")
+        raise InputError("no text given: pass TEXT arguments, --file FILE, or text on standard "
+                         "input (one text per line)")
     return texts
 
 

@@ -7,7 +7,9 @@ import sys
 import time
 
 from ...errors import InputError
-from ._common import refuse_overwriting_inputs
+from ._common import add_progress_option, check_input_file, check_output_file, progress_wanted
+from ._files import gzip_output, looks_like_arpa, looks_like_sqlm, refuse_overwriting_inputs
+from ._loading import stage
 
 log = logging.getLogger(__name__)
 
@@ -15,7 +17,7 @@ SMOOTHINGS = ("mkn", "kn", "wb", "abs", "addk", "mle", "stupid")
 
 
 def register(sub) -> None:
-    p = sub.add_parser("ngram", help="n-gram models: fit one on a corpus and write an ARPA file",
+    p = sub.add_parser("ngram", help="n-gram models: fit one on a corpus (ARPA or .sqlm), convert ARPA to .sqlm",
                        description="Count-based n-gram language models (KenLM-exact modified "
                                    "Kneser-Ney and the other classic estimators).")
     actions = p.add_subparsers(dest="ngram_command", metavar="ACTION")
@@ -25,16 +27,21 @@ def register(sub) -> None:
                     "decompressed) and write it as an ARPA file. Every line is a sentence: <s> is "
                     "its context and </s> is predicted at its end (KenLM's convention). "
                     "mkn reproduces KenLM's lmplz. stupid back-off is not a probability "
-                    "distribution and add-k of order > 1 is not a back-off model: neither has an "
-                    "ARPA form, so they are refused before any file is written.")
+                    "distribution, so it has no ARPA form: write it as .sqlm (scored as what it is, "
+                    "a score, with a warning on perplexity). add-k of order > 1 is not a back-off "
+                    "model, which both formats store, so it is refused. Every refusal comes before "
+                    "any file is written.")
     f.add_argument("corpus", metavar="CORPUS", help="training text ('-' for stdin)")
     f.add_argument("-o", "--output", required=True,
-                   help="ARPA file to write (written atomically); a .sqlm name writes the binary format")
+                   help="file to write (atomically): ARPA text; a .gz name writes gzipped ARPA (as "
+                        "KenLM reads it), a .sqlm name the binary format. An existing file that is "
+                        "not a model of that format is only replaced with --force")
     f.add_argument("--order", type=int, default=3, help="n-gram order N, 1..10 (default 3)")
     f.add_argument("--smoothing", choices=SMOOTHINGS, default="mkn",
                    help="mkn (modified Kneser-Ney, default), kn, wb (Witten-Bell), abs (absolute "
-                        "discounting), addk, mle, stupid")
+                        "discounting), addk, mle, stupid (back-off scores, .sqlm output only)")
     f.add_argument("--k", type=float, default=1.0, help="pseudo-count of addk (default 1: Laplace)")
+    f.add_argument("--alpha", type=float, default=0.4, help="back-off factor of stupid (default 0.4)")
     f.add_argument("--min-count", type=int, default=1,
                    help="words seen fewer times become <unk> (default 1)")
     f.add_argument("--kenlm-quirk", action="store_true",
@@ -50,6 +57,9 @@ def register(sub) -> None:
                         "file as without it (default: count in memory)")
     f.add_argument("-T", "--temp-dir", metavar="DIR",
                    help="folder for the spill files of -S (default: the system temp folder)")
+    f.add_argument("--force", action="store_true",
+                   help="replace OUTPUT even when it is not a model of that format")
+    add_progress_option(f)
     f.set_defaults(func=run_fit)
     b = actions.add_parser(
         "build-binary", help="convert an ARPA file to the memory-mapped binary format (.sqlm)",
@@ -58,28 +68,35 @@ def register(sub) -> None:
                     "on load (O(1); processes share the pages). Written atomically. Any command "
                     "that takes a model (score, ppl, sample) accepts the .sqlm file.")
     b.add_argument("arpa", metavar="ARPA", help="ARPA file to read (.gz is decompressed)")
-    b.add_argument("output", metavar="OUT", help="binary file to write (.sqlm)")
+    b.add_argument("output", metavar="OUT", help="binary file to write (its name ends in .sqlm)")
     b.add_argument("--no-hash", action="store_true",
                    help="leave out the hash index (smaller file; queries build it in memory)")
+    b.add_argument("--force", action="store_true", help="replace OUT even when it is not a .sqlm file")
+    add_progress_option(b)
     b.set_defaults(func=run_build_binary)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
 def build_model(args):
-    """The estimator the arguments ask for (refusing the ones with no ARPA form)."""
+    """The estimator the arguments ask for (refusing the ones no file of OUTPUT's kind holds)."""
     from ... import ngram
 
-    if args.smoothing == "stupid":
+    binary = str(args.output).endswith(".sqlm")
+    if args.smoothing == "stupid" and not binary:
         raise InputError("stupid back-off scores are not a probability distribution, so they have no "
-                         "ARPA form; use the Python API (seqprob.ngram.StupidBackoff) to score with it")
+                         "ARPA form (a reader of ARPA files would take them for probabilities); write "
+                         "the model as .sqlm instead (-o NAME.sqlm), which records that they are scores")
     if args.smoothing == "addk" and args.order > 1:
         raise InputError(f"add-k of order {args.order} is not a back-off model (an unseen event gets "
-                         "k / (c(h) + kV), not a multiple of a lower order), so it has no ARPA form; "
-                         "use --order 1, another --smoothing, or the Python API (seqprob.ngram.AddK)")
+                         "k / (c(h) + kV), not a multiple of a lower order), so neither an ARPA nor a "
+                         ".sqlm file can hold it; use --order 1, another --smoothing, or the Python API "
+                         "(seqprob.ngram.AddK)")
     cls = ngram.ESTIMATORS[args.smoothing]
     kwargs = {"order": args.order, "min_count": args.min_count}
     if args.smoothing == "addk":
         kwargs["k"] = args.k
+    if args.smoothing == "stupid":
+        kwargs["alpha"] = args.alpha
     if args.smoothing in ("mkn", "kn"):
         kwargs["kenlm_quirk"] = args.kenlm_quirk
     if args.smoothing in ("mkn", "kn", "abs") and args.no_discount_fallback:
@@ -94,47 +111,101 @@ def build_model(args):
     return model
 
 
+def _check_fit_output(args) -> None:
+    """OUTPUT is checked before counting starts: its folder, its name and what it would replace."""
+    out = str(args.output)
+    if out.endswith(".sqlm.gz"):
+        raise InputError(f"-o {out!r}: a .sqlm file is memory-mapped and cannot be gzipped; name it "
+                         "NAME.sqlm (binary) or NAME.arpa.gz (gzipped ARPA)", path=out)
+    binary = out.endswith(".sqlm")
+    check_output_file(out, "-o", force=args.force, inputs=[args.corpus],
+                      same_kind=looks_like_sqlm if binary else looks_like_arpa,
+                      kind="a .sqlm file" if binary else "an ARPA file")
+
+
 def run_build_binary(args) -> int:
     """ARPA -> .sqlm, atomically."""
-    from ...ngram.binary import build_binary
+    from ...arpa import read_arpa
+    from ...ngram.binary import save_ngram
 
-    refuse_overwriting_inputs(args.output, args.arpa)
+    _check_build_binary(args.arpa, args.output, args.force)
+    progress = progress_wanted(args)
     start = time.perf_counter()
-    path = build_binary(args.arpa, args.output, hash=not args.no_hash)
+    model = read_arpa(args.arpa, progress=progress)
+    with stage("ngram build-binary", f"writing {args.output!r}", progress):
+        path = save_ngram(model, args.output, hash=not args.no_hash)
     print(f"wrote {path}: {path.stat().st_size} bytes in {time.perf_counter() - start:.2f} s",
           file=sys.stderr)
     return 0
 
 
-def run_fit(args) -> int:
-    """Fit, then write the ARPA file atomically; warnings (discount fallback) go to stderr."""
-    from ..._io import read_lines
-    from ...arpa import write_arpa
+def _check_build_binary(arpa: str, out: str, force: bool) -> None:
+    """ARPA in, .sqlm out: arguments given the other way round are named as swapped."""
+    from pathlib import Path
 
-    refuse_overwriting_inputs(args.output, args.corpus)
+    refuse_overwriting_inputs(out, arpa)
+    in_sqlm = arpa.endswith(".sqlm") or looks_like_sqlm(Path(arpa))
+    out_arpa = out.endswith((".arpa", ".arpa.gz")) or (Path(out).is_file() and looks_like_arpa(Path(out)))
+    if in_sqlm and out_arpa:
+        raise InputError(f"the arguments look swapped: build-binary reads the ARPA file first and "
+                         f"writes the .sqlm second: seqprob ngram build-binary {out} {arpa}", path=arpa)
+    if in_sqlm:
+        raise InputError(f"ARPA {arpa!r} is a .sqlm file, not an ARPA file: build-binary converts an "
+                         "ARPA file into a .sqlm file", path=arpa)
+    if out_arpa:
+        raise InputError(f"OUT {out!r} is an ARPA file: OUT is the .sqlm file to write, e.g. "
+                         f"{str(Path(out).name).split('.')[0] + '.sqlm'!r}", path=out)
+    check_input_file(arpa, "ARPA")
+    if not out.endswith(".sqlm"):
+        raise InputError(f"OUT {out!r} must end in .sqlm: that is how --model recognises a binary "
+                         "n-gram file", path=out)
+    check_output_file(out, "OUT", force=force, inputs=[arpa], same_kind=looks_like_sqlm,
+                      kind="a .sqlm file")
+
+
+def run_fit(args) -> int:
+    """Fit, then write the model atomically (ARPA, gzipped ARPA or .sqlm); warnings (discount
+    fallback) go to stderr. Every argument and OUTPUT are checked before counting starts."""
+    from ..._io import read_lines
+
+    check_input_file(args.corpus, "CORPUS")
+    _check_fit_output(args)
     model = build_model(args)
-    start = time.perf_counter()
     memory, temp_dir = getattr(args, "memory", None), getattr(args, "temp_dir", None)
     if temp_dir is not None and memory is None:
         raise InputError("-T/--temp-dir only applies with a memory budget -S (e.g. -S 1G)")
+    progress = progress_wanted(args)
+    model.progress = progress
+    start = time.perf_counter()
     # warnings (discount fallback) print as one line: see cli.main
     streamed = not str(args.output).endswith(".sqlm") and getattr(model, "prune", None) is None
     if memory is not None and args.smoothing == "mkn" and streamed:
         from seqprob.ngram._stream_mkn import fit_mkn_arpa  # text -> ARPA, never the model
 
-        info = fit_mkn_arpa(model, read_lines(args.corpus), args.output, memory, temp_dir)
+        with gzip_output(args.output) as target:
+            info = fit_mkn_arpa(model, read_lines(args.corpus), target, memory, temp_dir, progress=progress)
         return _report(args, model, info["sizes"], info["n_sentences"], info["n_tokens"], start)
     model.fit(read_lines(args.corpus), memory=memory, temp_dir=temp_dir)
-    if str(args.output).endswith(".sqlm"):  # the memory-mapped binary instead of ARPA text
-        model.save(args.output)
-    elif memory is None:
-        write_arpa(model, args.output)
-    else:
-        from seqprob.ngram._arpa_stream import write_arpa_stream
-
-        write_arpa_stream(model.tables_, model.vocab, args.output)
+    _write(model, args.output, memory is not None, progress)
     return _report(args, model, model.tables_.sizes(), model.counts_.n_sentences,
                    model.counts_.n_tokens, start)
+
+
+def _write(model, output: str, streamed: bool, progress: bool) -> None:
+    """The fitted model as .sqlm, or as ARPA (gzipped for a .gz name)."""
+    from ...arpa import write_arpa
+
+    if output.endswith(".sqlm"):  # the memory-mapped binary instead of ARPA text
+        with stage("ngram fit", f"writing {output!r}", progress):
+            model.save(output)
+        return
+    with gzip_output(output) as target:
+        if not streamed:
+            write_arpa(model, target, progress=progress)
+        else:
+            from seqprob.ngram._arpa_stream import write_arpa_stream
+
+            write_arpa_stream(model.tables_, model.vocab, target, progress=progress)
 
 
 def _report(args, model, sizes: list, n_sentences: int, n_tokens: int, start: float) -> int:

@@ -1,7 +1,7 @@
 """``seqprob sample``: draw text from a model with temperature, top-k and top-p."""
 from __future__ import annotations
 
-from ._common import add_format_option, add_model_options, load_model, load_tokenizer_arg, print_frame, seed_int
+from ._common import add_model_options, load_model, load_tokenizer_arg, print_frame, progress_wanted, seed_int
 
 
 def register(sub) -> None:
@@ -28,7 +28,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from ...sampling import sample
 
-    model = load_model(args.model)
+    model = load_model(args.model, progress_wanted(args), "sample")
     tok = load_tokenizer_arg(args.tokenizer, model)
     texts = sample(model, args.prompt, tokenizer=tok, max_new_tokens=args.max_new_tokens,
                    temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
@@ -42,5 +42,6 @@ def run(args) -> int:
     rows = [{"sample": i, "prompt": args.prompt, "text": text, "seed": args.seed,
              "temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p}
             for i, text in enumerate(texts)]
-    print_frame(pd.DataFrame(rows, columns=list(rows[0]) if rows else ["sample", "text"]), args.format)
+    print_frame(pd.DataFrame(rows, columns=list(rows[0]) if rows else ["sample", "text"]), args.format,
+                drop=("top_p", "top_k", "temperature", "seed", "prompt"))
     return 0

@@ -5,20 +5,23 @@ import argparse
 
 from ..._io import read_lines
 from ...errors import InputError
-from ._common import add_format_option, print_frame
+from ._common import add_format_option, print_frame, stdin_is_piped
+from ._loading import resolve_tokenizer as _resolve
 
 __all__ = ["register", "resolve_tokenizer", "tokenize_table"]
 
 _EPILOG = """\
-tokenizers:
-  PATH          a tokenizer saved by seqprob (JSON) or a .tiktoken file
+tokenizers (--tokenizer means the same in every command):
+  PATH          a tokenizer saved by seqprob (JSON), a .tiktoken file or a Hugging Face tokenizer.json
   FOLDER        a model folder (e.g. from 'seqprob train'): its tokenizer.json
-  char, word    character / whitespace tokenizer fitted on the given texts
+  char, word    characters / whitespace-separated words (here: fitted on the given texts;
+                with a model: over the model's vocabulary)
   NAME          a tiktoken encoding (gpt2, r50k_base, p50k_base, p50k_edit, cl100k_base,
                 o200k_base, o200k_harmony), read offline from TIKTOKEN_CACHE_DIR
 
 examples:
   seqprob tokenize "the cat sat zx"
+  echo "the cat sat" | seqprob tokenize
   seqprob tokenize "the cat sat" --tokenizer word
   seqprob tokenize "Hello, world" --tokenizer cl100k_base --format json
   seqprob tokenize "the cat" --tokenizer my_bpe.json --format csv
@@ -30,48 +33,21 @@ def register(subparsers) -> None:
         "tokenize", help="show token ids and token strings of texts",
         description="Split each TEXT into tokens and print one row per token: the text's index, "
                     "the position (1 = first token, as in 'seqprob score'), the token id and the "
-                    "token's display string.",
+                    "token's display string. Without TEXT, the lines of standard input (when it "
+                    "is not a terminal).",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("texts", nargs="+", metavar="TEXT", help="text(s) to tokenize; '-' reads lines from stdin")
-    parser.add_argument("--tokenizer", "-t", metavar="PATH|char|word|NAME",
-                        help="tokenizer file, 'char', 'word', or a tiktoken encoding name "
-                             "(default: the toy language's word tokenizer, shared by the default model)")
+    parser.add_argument("texts", nargs="*", metavar="TEXT",
+                        help="text(s) to tokenize; '-' reads lines from stdin")
+    parser.add_argument("--tokenizer", "-t", metavar="PATH|FOLDER|word|char|NAME",
+                        help="see 'tokenizers' below (default: the toy language's word tokenizer, "
+                             "shared by the default model)")
     add_format_option(parser)
     parser.set_defaults(func=run)
 
 
 def resolve_tokenizer(spec: str | None, texts=None):
-    """A tokenizer from a CLI spec: ``char`` / ``word`` (fitted on ``texts``), a file, or a name;
-    ``None`` gives the toy language's word tokenizer."""
-    from pathlib import Path
-
-    from ...tokenizers import CharTokenizer, TiktokenTokenizer, WhitespaceTokenizer, load_tokenizer
-
-    if spec is None:
-        from ...truth import toy_english
-
-        return toy_english().tokenizer
-    if spec == "char":
-        return CharTokenizer.fit(texts or [])
-    if spec == "word":
-        return WhitespaceTokenizer.fit(texts or [])
-    if Path(spec).is_file():
-        return load_tokenizer(spec)
-    if Path(spec).is_dir():
-        return _folder_tokenizer(Path(spec))
-    return TiktokenTokenizer(spec)
-
-
-def _folder_tokenizer(folder):
-    """The tokenizer saved in a model folder (``tokenizer.json``, as ``seqprob train`` writes)."""
-    from ...errors import SeqProbFileError
-    from ...tokenizers import load_tokenizer
-
-    path = folder / "tokenizer.json"
-    if not path.is_file():
-        raise SeqProbFileError(f"folder {str(folder)!r} has no tokenizer.json: pass the tokenizer "
-                               "file itself, or a model folder written by 'seqprob train'", path=str(folder))
-    return load_tokenizer(path)
+    """A tokenizer from a CLI spec without a model (see :func:`._loading.resolve_tokenizer`)."""
+    return _resolve(spec, None, texts)
 
 
 def tokenize_table(tokenizer, texts):
@@ -92,13 +68,14 @@ def tokenize_table(tokenizer, texts):
 
 def run(args) -> int:
     texts = []
-    for text in args.texts:
+    for text in args.texts or (["-"] if stdin_is_piped() else []):
         if text == "-":
             texts.extend(read_lines("-", strip=False))  # non-UTF-8 bytes: an error naming the line
         else:
             texts.append(text)
     if not texts or not any(texts):
-        raise InputError("no text to tokenize: give at least one non-empty TEXT")
+        raise InputError("no text to tokenize: give at least one non-empty TEXT, or text on "
+                         "standard input")
     df = tokenize_table(resolve_tokenizer(args.tokenizer, texts), texts)
     if args.format == "table":  # escape tabs, newlines and partial characters for display
         df = df.assign(token=df["token"].map(lambda s: repr(s)[1:-1]))

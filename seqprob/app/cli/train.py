@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import InputError, TrainingInterrupted
-from ._common import HEADER_UNITS, add_format_option, positive_float, positive_int, print_frame, seed_int
+from ..tables import HEADER_UNITS
+from ._common import add_format_option, positive_float, positive_int, print_frame, seed_int
 
 log = logging.getLogger(__name__)
 
