@@ -138,7 +138,7 @@ def replay_gemms(calls: dict, runs: int, warmups: int) -> dict:
 
     if len(groups) == 1:
         return H.timeit(lambda: replay(groups[0]), runs, warmups)
-    with _parallel.single_threaded_blas():
+    with _parallel.one_blas_thread:
         return H.timeit(lambda: _parallel.run_tasks([lambda g=g: replay(g) for g in groups]), runs, warmups)
 
 

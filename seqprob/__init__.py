@@ -4,7 +4,8 @@ P(x_1 .. x_T) = prod_t P(x_t | x_0 .. x_{t-1}), x_0 = <s>. Every model (numpy GP
 tables, ARPA files, the exact toy language) plugs into one contract and one set of scoring,
 sampling and plotting tools.
 """
-from . import analysis, errors, functional, ngram, registry
+from . import analysis, errors, functional, ngram, registry, scoring
+from ._parallel import set_num_threads
 from .arpa import ArpaModel, read_arpa, write_arpa
 from .ngram.binary import build_binary, load_ngram
 from .errors import SeqProbError
@@ -27,7 +28,7 @@ from .vocab import Vocab
 __version__ = "0.1.0"
 
 # Everything else lives in its submodule: sp.errors.InputError, sp.optim.cosine_schedule,
-# sp.gpt.checkpoint.save_checkpoint, sp.scoring.Evaluation, sp.sampling.next_token_probs ...
+# sp.gpt.checkpoint.save_checkpoint, sp.scoring.stride_sweep, sp.sampling.next_token_probs ...
 __all__ = [
     # the contract and the vocabulary
     "LanguageModel", "Vocab", "SeqProbError",
@@ -40,11 +41,22 @@ __all__ = [
     "GPT", "GPTConfig", "AdamW", "train", "default_model", "ProbabilisticGrammar", "toy_english",
     "load_model",
     # using any model
-    "score", "summarize", "joint_logprob", "perplexity", "evaluate", "sample", "generate",
-    "word_scores", "conditional_logprob", "compare", "compress", "decompress",
+    "score", "summarize", "joint_logprob", "perplexity", "evaluate", "Evaluation", "evaluate_dask",
+    "sample", "generate", "word_scores", "conditional_logprob", "compare", "Comparison", "compress",
+    "decompress",
+    # threads
+    "set_num_threads",
     # submodules (sp.plots too, left out here so that `import *` does not load matplotlib)
-    "functional", "errors", "analysis",
+    "functional", "errors", "analysis", "scoring",
 ]
+
+#: Public submodules shown by dir(seqprob) besides __all__ (the private ones stay hidden).
+_SUBMODULES = ["plots", "gpt", "tokenizers", "truth", "sampling", "training", "optim", "registry",
+               "protocols", "vocab", "checks", "table"]
+
+
+def __dir__():
+    return sorted(set(__all__) | set(_SUBMODULES) | {"__version__"})
 
 
 def __getattr__(name):  # lazy: matplotlib is imported only when plots are used

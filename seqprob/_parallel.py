@@ -18,8 +18,8 @@ OpenBLAS called from two threads at once, each wanting its own worker threads, w
 thread and hand only ufunc / reduction work to the pool.
 
 Whole passes can instead be split once (:func:`run_tasks`): each thread runs its share of a
-forward or training step, BLAS included, under :func:`single_threaded_blas` (threadpoolctl
-limits OpenBLAS to one thread and restores the user's setting afterwards); the per-op splits
+forward or training step, BLAS included, under :data:`one_blas_thread` (threadpoolctl
+limits BLAS to one thread and restores the user's setting afterwards); the per-op splits
 inside the tasks then run inline. See ``docs/performance.md``.
 
 Examples
@@ -35,12 +35,11 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
-from contextlib import contextmanager
 
-from .errors import InputError
+from .checks import check_int
 
 __all__ = ["num_threads", "set_num_threads", "for_row_blocks", "run_tasks", "blas_controller",
-           "single_threaded_blas", "row_threads", "shard_threads", "shard_bounds", "map_ordered"]
+           "one_blas_thread", "OneBlasThread", "row_threads", "shard_threads", "shard_bounds", "map_ordered"]
 
 MIN_WORK = 1 << 15  # elements per thread below which a split does not pay
 _ENV_VARS = ("SEQPROB_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -66,14 +65,46 @@ def num_threads() -> int:
     return _state["threads"]
 
 
-def set_num_threads(n: int | None) -> None:
-    """Use ``n`` threads for the elementwise work of the kernels; None re-reads the environment.
+def set_num_threads(n: int | None, blas: bool = True) -> None:
+    """Use ``n`` threads in seqprob's kernels: for their elementwise work (this module's pool)
+    and, with ``blas``, for BLAS (numpy's matrix products, through threadpoolctl).
 
-    BLAS threads are separate: set them with ``OPENBLAS_NUM_THREADS`` or threadpoolctl.
+    Parameters
+    ----------
+    n : int or None
+        Threads (>= 1); None goes back to the environment (``SEQPROB_NUM_THREADS``,
+        ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, else the CPUs this process may use) and
+        gives BLAS back the setting it had before the first call.
+    blas : bool
+        Also set BLAS's threads (default). False leaves BLAS as it is.
+
+    Examples
+    --------
+    >>> import seqprob as sp
+    >>> sp.set_num_threads(1)      # everything in the calling thread
+    >>> num_threads()
+    1
+    >>> sp.set_num_threads(None)   # back to the environment
     """
-    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise InputError(f"number of threads must be an integer >= 1, got {n!r}", value=n, limit=1)
+    if n is not None:
+        check_int("number of threads", n, low=1)
     _state["threads"] = n
+    if blas:
+        _limit_blas(n)
+
+
+_blas_limit = {"limiter": None}
+
+
+def _limit_blas(n: int | None) -> None:
+    """BLAS on ``n`` threads until the next call; None restores what it was before."""
+    from threadpoolctl import ThreadpoolController
+
+    if _blas_limit["limiter"] is not None:
+        _blas_limit["limiter"].restore_original_limits()
+        _blas_limit["limiter"] = None
+    if n is not None:
+        _blas_limit["limiter"] = ThreadpoolController().limit(limits=n, user_api="blas")
 
 
 def _pool(workers: int) -> ThreadPoolExecutor:
@@ -143,12 +174,46 @@ def _find_openblas():
     return controller if controller.lib_controllers else None
 
 
-@contextmanager
-def single_threaded_blas():
-    """BLAS limited to one thread inside the block; the previous setting restored on exit
-    (also on an exception). Requires :func:`blas_controller` to be non-None."""
-    with blas_controller().limit(limits=1):
-        yield
+class OneBlasThread:
+    """Context manager: BLAS on one thread while decoding steps run, the previous setting
+    restored when the last concurrent step ends (threadpoolctl's controllers, found once).
+
+    The setting is process-wide: BLAS calls of other threads during a step also run on one.
+    Per step it costs one query of each library's thread count (its ``get_num_threads``,
+    bound once); a library already on one thread is neither set nor restored.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._depth, self._saved, self._libs = 0, [], None
+
+    def _controllers(self) -> list:
+        if self._libs is None:
+            from threadpoolctl import ThreadpoolController
+            self._libs = [(lib.get_num_threads, lib.set_num_threads) for lib in
+                          ThreadpoolController().select(user_api="blas").lib_controllers]
+        return self._libs
+
+    def __enter__(self):
+        with self._lock:
+            if self._depth == 0:
+                self._saved = [(set_num, n) for get_num, set_num in self._controllers()
+                               if (n := get_num()) is not None and n != 1]
+                for set_num, _ in self._saved:
+                    set_num(1)
+            self._depth += 1
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                for set_num, n in self._saved:
+                    set_num(n)
+
+
+#: The one BLAS limiter (``with one_blas_thread: ...``), shared by every caller: passes and
+#: decoding steps may run in several threads at once.
+one_blas_thread = OneBlasThread()
 
 
 def row_threads() -> int:

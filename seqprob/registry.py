@@ -17,7 +17,7 @@ Examples
 --------
 >>> import seqprob as sp
 >>> sorted(f.name for f in sp.registry.model_formats())
-['arpa', 'grammar', 'hf-gpt2', 'seqprob-checkpoint', 'sqlm']
+['arpa', 'grammar', 'hf', 'seqprob-checkpoint', 'sqlm']
 >>> sp.load_model().vocab == sp.toy_english().vocab     # no path: the shipped default model
 True
 """
@@ -143,7 +143,7 @@ def load_model(path=None):
     ----------
     path : str or PathLike, optional
         An ARPA file (``.arpa``, ``.arpa.gz``), a seqprob GPT checkpoint folder, a Hugging Face
-        GPT-2 folder, a grammar spec (``.json``/``.toml``), a binary n-gram file (``.sqlm``)
+        transformers folder (GPT-2, Llama, Mistral, Qwen2, GPT-NeoX), a grammar spec (``.json``/``.toml``), a binary n-gram file (``.sqlm``)
         when that family is installed, or any format a user registered. ``None`` or
         ``"default"`` (when no such file exists): :func:`default_model`.
 

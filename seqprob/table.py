@@ -53,22 +53,13 @@ def lookup_table_size(vocab_size: int, length: int) -> float:
     >>> lookup_table_size(50_000, 100) > ATOMS_IN_UNIVERSE_LOG10  # more rows than atoms
     True
     """
-    _check_count(vocab_size, "vocab_size", 1)
-    _check_count(length, "length", 0)
+    check_int("vocab_size", vocab_size, low=1, whole_floats=True)
+    check_int("length", length, low=0, whole_floats=True)
     return float(length) * math.log10(vocab_size)
 
 
-def _check_count(value, name: str, minimum: int) -> None:
-    check_int(name, value, low=minimum, whole_floats=True)
-
-
-def _predictable(vocab: Vocab) -> np.ndarray:
-    """Mask of tokens that can be a next token: all but BOS (unless BOS doubles as EOS)."""
-    return vocab.predictable_mask()
-
-
 def _uniform_row(vocab: Vocab) -> np.ndarray:
-    mask = _predictable(vocab)
+    mask = vocab.predictable_mask()  # all but <s> (unless it doubles as </s>)
     return np.where(mask, -math.log(mask.sum()), -np.inf)  # (V,)
 
 

@@ -244,22 +244,22 @@ class _Run:
             raise InputError(f"{type(model).__name__} cannot be trained: train() needs a Trainable "
                              "model (params and loss_and_grads(batch))", model=type(model).__name__)
         self.model, self.config = model, model.config
-        self.steps = _positive_int("steps", steps)
-        self.batch_size = _positive_int("batch_size", batch_size)
+        self.steps = check_int("steps", steps, low=1)
+        self.batch_size = check_int("batch_size", batch_size, low=1)
         self.block = self._block(block_size)
         self.ids = self._stream(ids, "ids", self.block + 1)
         self.val = None
         if val_ids is not None:
             val = self._stream(val_ids, "val_ids", 2)
-            self.val = _eval_windows(val, self.block, _positive_int("eval_windows", eval_windows))
-        self.eval_every = _positive_int("eval_every", max(1, self.steps // 10) if eval_every is None
-                                        else eval_every)
+            self.val = _eval_windows(val, self.block, check_int("eval_windows", eval_windows, low=1))
+        self.eval_every = check_int("eval_every", max(1, self.steps // 10) if eval_every is None
+                                   else eval_every, low=1)
         self.checkpoint = Path(checkpoint) if checkpoint is not None else None
         if self.checkpoint is not None:  # fail now, not at the first save after training steps
             from .gpt.checkpoint import check_replaceable
             check_replaceable(self.checkpoint)
-        self.ckpt_every = _positive_int("checkpoint_every", self.eval_every if checkpoint_every is None
-                                        else checkpoint_every)
+        self.ckpt_every = check_int("checkpoint_every", self.eval_every if checkpoint_every is None
+                                    else checkpoint_every, low=1)
         self.lr, self.seed = lr, seed
         self.warmup = min(100, self.steps // 10) if warmup is None else warmup
         self.min_lr = lr / 10 if min_lr is None else min_lr
@@ -267,7 +267,7 @@ class _Run:
         if grad_clip is not None and not grad_clip > 0:
             raise InputError(f"grad_clip must be > 0 or None, got {grad_clip!r}", value=grad_clip, limit=0)
         self.grad_clip = grad_clip
-        self.stop_at = self.steps if stop_at is None else _positive_int("stop_at", stop_at)
+        self.stop_at = self.steps if stop_at is None else check_int("stop_at", stop_at, low=1)
         if self.stop_at > self.steps:
             raise InputError(f"stop_at={stop_at} is beyond steps={steps}", value=stop_at, limit=steps)
         check_int("seed", seed, low=0)
@@ -279,7 +279,7 @@ class _Run:
         limit = self.config.block_size
         if block_size is None:
             return limit
-        block = _positive_int("block_size", block_size)
+        block = check_int("block_size", block_size, low=1)
         if block > limit:
             raise InputError(f"block_size={block} exceeds the model's block_size={limit}",
                              value=block, limit=limit)
@@ -384,7 +384,7 @@ class _Run:
                              f"one of the lowest validation loss, saved in FOLDER/{BEST_FOLDER}",
                              value=keep_best)
         if warn_patience is not None:
-            warn_patience = _positive_int("warn_patience", warn_patience)
+            warn_patience = check_int("warn_patience", warn_patience, low=1)
         folder = None
         if keep_best or (keep_best is None and not missing):
             from .gpt.checkpoint import check_replaceable
@@ -623,10 +623,6 @@ def _read_best(folder: Path):
             and isinstance(loss, (int, float)) and not isinstance(loss, bool) and math.isfinite(loss)):
         return step, float(loss)
     return None
-
-
-def _positive_int(name: str, value) -> int:
-    return check_int(name, value, low=1)
 
 
 def _training_state(extra: dict, path) -> tuple:

@@ -215,3 +215,33 @@ def test_map_ordered_errors_wait_for_running_calls(threads):
     with pytest.raises(KeyError, match="item 4"):
         list(_parallel.map_ordered(work, items(), ahead=3))
     assert running["n"] == 0
+
+
+def test_set_num_threads_is_public_and_sets_blas_too():
+    """sp.set_num_threads(n) sets the pool and BLAS; None gives both back what they had."""
+    import seqprob as sp
+    from threadpoolctl import threadpool_info
+
+    def blas():
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    before = blas()
+    try:
+        sp.set_num_threads(1)
+        assert _parallel.num_threads() == 1 and set(blas()) == {1}
+        sp.set_num_threads(3, blas=False)
+        assert _parallel.num_threads() == 3 and set(blas()) == {1}
+    finally:
+        sp.set_num_threads(None)
+    assert blas() == before
+    with pytest.raises(InputError, match="number of threads must be an integer >= 1, got 0"):
+        sp.set_num_threads(0)
+
+
+def test_dir_of_the_package_shows_the_public_face():
+    import seqprob as sp
+
+    names = dir(sp)
+    assert {"set_num_threads", "Evaluation", "Comparison", "evaluate_dask", "scoring", "plots"} <= set(names)
+    assert not [n for n in names if n.startswith("_") and n != "__version__"]
+    assert all(hasattr(sp, n) for n in names)

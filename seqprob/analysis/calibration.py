@@ -26,10 +26,6 @@ def _check_pairs(probs, correct):
     return np.clip(p, 0.0, 1.0), c.astype(np.float64)
 
 
-def _check_bins(n_bins) -> int:
-    return check_int("n_bins", n_bins, low=1, whole_floats=True)
-
-
 def reliability_table(probs, correct, n_bins: int = 10):
     """Bin predictions by probability; compare confidence with observed frequency.
 
@@ -61,7 +57,7 @@ def reliability_table(probs, correct, n_bins: int = 10):
     import pandas as pd
 
     p, c = _check_pairs(probs, correct)
-    n_bins = _check_bins(n_bins)
+    n_bins = check_int("n_bins", n_bins, low=1, whole_floats=True)
     edges = np.linspace(0.0, 1.0, n_bins + 1)
     b = np.minimum((p * n_bins).astype(np.int64), n_bins - 1)  # (N,)
     count = np.bincount(b, minlength=n_bins)

@@ -55,7 +55,7 @@ def loss_and_grads(model, batch, mask=None, rng=None):
                                flat.arrays, block_grads, None, _step_buffers(model, shard))
              for shard, ((lo, hi), (flat, block_grads))
              in enumerate(zip(_parallel.shard_bounds(B, n), buffers))]
-    with _parallel.single_threaded_blas():
+    with _parallel.one_blas_thread:
         losses = _parallel.run_tasks(tasks)
     _sum_into(model._gflat.flat, [flat.flat for flat, _ in buffers[1:]])
     return float(sum(losses)), g

@@ -14,7 +14,7 @@ updates of the weights are seen), the embedding, final norm and unembedding; and
 cache owns a :class:`~seqprob.gpt.block.RowWorkspace` of reused buffers.
 
 Threads: a step of a small model (every block matrix under :data:`SMALL_GEMV` elements, as in
-config "small") runs BLAS on one thread (:data:`one_blas_thread`, the setting restored after
+config "small") runs BLAS on one thread (:data:`seqprob._parallel.one_blas_thread`, the setting restored after
 the step; so does the one-row unembedding that ends ``start``): its GEMVs are too small for OpenBLAS to split, except the unembedding, and waking
 BLAS's worker for that one call was measured to cost more than it saves (under load: 0.28-0.35 s
 against 0.39 s for +256 tokens at 2 threads; a second round measured BLAS on two threads 3-4x
@@ -25,13 +25,12 @@ BLAS's threads, which split their large GEMVs.
 from __future__ import annotations
 
 import math
-import threading
 import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import nn
+from .. import _parallel, nn
 from ..errors import InputError
 from ..vocab import check_token_id
 from .block import RowParams, RowWorkspace, block_step, norm_row
@@ -119,7 +118,7 @@ def start_ids(model, ids: np.ndarray, n_seen: int) -> GPTState:
     h = model._hidden(ctx[None, :], kv=cache)  # (1, T, C)
     cache.ids[:T], cache.length = ctx, T
     if cache.plan.small:  # one row: no BLAS worker woken (it would spin through the steps)
-        with one_blas_thread:
+        with _parallel.one_blas_thread:
             row = unembed_row(cache.plan, h[0, -1], cache.ws.e)
     else:
         row = unembed_row(cache.plan, h[0, -1], cache.ws.e)
@@ -150,7 +149,7 @@ def step(model, state: GPTState, token_id) -> GPTState:
     if cache.length != pos:
         cache = cache.fork(pos)
     if cache.plan.small:
-        with one_blas_thread:
+        with _parallel.one_blas_thread:
             row = decode_one(cache, pos, tok)
     else:
         row = decode_one(cache, pos, tok)
@@ -178,41 +177,3 @@ def unembed_row(plan: _Plan, h: np.ndarray, tmp: np.ndarray | None = None) -> np
     return nn.log_softmax_row(np.dot(plan.w_u, h), tmp)  # (V,)
 
 
-class _OneBlasThread:
-    """Context manager: BLAS on one thread while decoding steps run, the previous setting
-    restored when the last concurrent step ends (threadpoolctl's controllers, found once).
-
-    The setting is process-wide: BLAS calls of other threads during a step also run on one.
-    Per step it costs one query of each library's thread count (its ``get_num_threads``,
-    bound once); a library already on one thread is neither set nor restored.
-    """
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._depth, self._saved, self._libs = 0, [], None
-
-    def _controllers(self) -> list:
-        if self._libs is None:
-            from threadpoolctl import ThreadpoolController
-            self._libs = [(lib.get_num_threads, lib.set_num_threads) for lib in
-                          ThreadpoolController().select(user_api="blas").lib_controllers]
-        return self._libs
-
-    def __enter__(self):
-        with self._lock:
-            if self._depth == 0:
-                self._saved = [(set_num, n) for get_num, set_num in self._controllers()
-                               if (n := get_num()) is not None and n != 1]
-                for set_num, _ in self._saved:
-                    set_num(1)
-            self._depth += 1
-
-    def __exit__(self, *exc):
-        with self._lock:
-            self._depth -= 1
-            if self._depth == 0:
-                for set_num, n in self._saved:
-                    set_num(n)
-
-
-one_blas_thread = _OneBlasThread()  #: shared by every model: steps may run in several threads

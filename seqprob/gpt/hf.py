@@ -580,5 +580,6 @@ def _load_hf_folder(path):
     return from_hf(path, tokenizer=folder_tokenizer(folder))
 
 
-register_model_format("hf-gpt2", _is_hf_folder, _load_hf_folder,
-                      "Hugging Face GPT-2 folder (config.json + model.safetensors)")
+register_model_format("hf", _is_hf_folder, _load_hf_folder,
+                      "Hugging Face transformers folder of a GPT-2, Llama, Mistral, Qwen2 or GPT-NeoX "
+                      "model (config.json + *.safetensors)")

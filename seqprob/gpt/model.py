@@ -310,7 +310,7 @@ class GPT(BaseLanguageModel):
 
         tasks = [functools.partial(shard, slot, b0, b1)
                  for slot, (b0, b1) in enumerate(_parallel.shard_bounds(B, n))]
-        with _parallel.single_threaded_blas():
+        with _parallel.one_blas_thread:
             _parallel.run_tasks(tasks)
         return None
 

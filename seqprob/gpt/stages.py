@@ -53,7 +53,7 @@ def hidden_by_stages(model, ids, n: int, head) -> None:
             return exc
         return None
 
-    with _parallel.single_threaded_blas():
+    with _parallel.one_blas_thread:
         errors = _parallel.run_tasks([lambda i=i: task(i) for i in range(n)])
     errors = [e for e in errors if e is not None]
     real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]

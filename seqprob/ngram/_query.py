@@ -22,7 +22,7 @@ near the L2 cache, and under glibc's heap-trim threshold. With 256 KB blocks the
 went back to the system after every block and were faulted in again at the next (~3,300 page
 faults, ~6 ms of kernel time per pass over the 105k-token benchmark text, a fifth of it).
 
-With several threads (:func:`seqprob._parallel.set_num_threads`, ``SEQPROB_NUM_THREADS``...) as many
+With several threads (:func:`seqprob.set_num_threads`, ``SEQPROB_NUM_THREADS``...) as many
 blocks are scored at once on the ``_parallel`` pool (numpy releases the GIL in its loops); their
 sums are added in block order, so the figures are the same bits at any thread count.
 """

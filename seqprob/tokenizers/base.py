@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from .._io import as_path, atomic_write
-from .._io import check_text as _check_text
+from .._io import check_text  # the text policy, re-exported for tokenizers
 from ..errors import (FileFormatError, InputError, SeqProbError, SeqProbFileError,
                       UnknownTokenizerError, fitted)
 from .._schema import MAX_JSON_BYTES
@@ -19,12 +19,6 @@ __all__ = ["Tokenizer", "load_tokenizer", "register_tokenizer", "check_text", "i
 WORD_BOUNDARIES = ("leading_space", "trailing", "whole_word", "none")
 
 _REGISTRY: dict[str, type] = {}
-
-
-def check_text(text, what: str = "text") -> str:
-    """``text`` itself if it is a ``str`` of valid Unicode; else :class:`InputError` naming the
-    problem (its type, or a lone surrogate): the text policy (text is a str of Unicode scalar values)."""
-    return _check_text(text, what)
 
 
 def iter_texts(texts, what: str = "texts"):

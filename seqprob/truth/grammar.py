@@ -331,7 +331,7 @@ class ProbabilisticGrammar(BaseLanguageModel):
     # ------------------------------------------------------------------ sampling
     def sample_ids(self, n: int, seed=None) -> list:
         """Draw ``n`` sentences as arrays of word ids (no ``<s>``/``</s>``)."""
-        n = _check_count(n, "n")
+        n = check_int("n", n, low=1)
         rng = np.random.default_rng(seed)
         words, targets, cum, last = self._sampler
         state = np.full(n, self.spec_.start, dtype=np.int64)
@@ -399,7 +399,7 @@ class ProbabilisticGrammar(BaseLanguageModel):
             raise GrammarError(f"exact entropy needs a deterministic grammar; {self.name!r} has a state with "
                                f"two targets for one word: use method='monte_carlo'", state=self.name)
         if method == "monte_carlo" or not self.deterministic:
-            return self._entropy_monte_carlo(_check_count(n, "n"), seed, confidence)
+            return self._entropy_monte_carlo(check_int("n", n, low=1), seed, confidence)
         return self._entropy_exact(confidence)
 
     def expected_visits(self) -> np.ndarray:
@@ -452,10 +452,6 @@ class ProbabilisticGrammar(BaseLanguageModel):
         kind = "deterministic" if self.deterministic else "non-deterministic"
         return (f"ProbabilisticGrammar(name={self.name!r}, states={len(self.states)}, "
                 f"words={len(self.vocab_) - 3}, {kind})")
-
-
-def _check_count(n, name: str) -> int:
-    return check_int(name, n, low=1)
 
 
 # ------------------------------------------------ this family joins the model registry

@@ -12,7 +12,7 @@ __all__ = ["MODEL_HELP", "TOKENIZER_HELP", "check_model_path", "load_model", "re
            "stage"]
 
 MODEL_HELP = ("a model file or folder on this machine: an ARPA file (.arpa, .arpa.gz), a binary n-gram "
-              "file (.sqlm), a folder written by 'seqprob train', a Hugging Face GPT-2 folder "
+              "file (.sqlm), a folder written by 'seqprob train', a Hugging Face transformers folder "
               "(config.json + model.safetensors) or a grammar spec (.json, .toml); default: the "
               "shipped GPT trained on the toy language. Nothing is downloaded")
 TOKENIZER_HELP = ("PATH (a tokenizer file saved by seqprob, a .tiktoken file or a Hugging Face "

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ... import _parallel
 from ...errors import InputError
 from ..pipeline import AGREEMENT_PAIR, EXAMPLE_SENTENCES, PROMPT, TRUTH_NAME, sentence_stream
 
@@ -58,22 +59,11 @@ def train_demo_gpt(tokenizer, train_lines, test_lines, steps: int, seed: int = 0
 
     cfg = GPTConfig(vocab_size=len(tokenizer.vocab), block_size=32, n_layer=2, n_head=2, n_embd=32)
     model = GPT(cfg, seed=seed, tokenizer=tokenizer)
-    with _one_blas_thread():  # tiny matrices: threads only add overhead (and thrash on a busy machine)
+    with _parallel.one_blas_thread:  # tiny matrices: threads only add overhead (and thrash on a busy machine)
         history = train(model, sentence_stream(train_lines, tokenizer), steps=steps, batch_size=16, lr=1e-2,
                         seed=seed, val_ids=sentence_stream(test_lines, tokenizer), eval_every=max(1, steps // 6),
                         eval_windows=16, progress=False)
     return model, history
-
-
-def _one_blas_thread():
-    """Limit BLAS to one thread when threadpoolctl is installed (an optional speed-up)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        import contextlib
-
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _default_model():
