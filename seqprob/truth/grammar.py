@@ -20,6 +20,7 @@ from .._io import as_path, atomic_write
 from ..base import BaseLanguageModel
 from ..checks import check_int
 from ..errors import GrammarError, InputError
+from ..registry import register_model_format
 from ..tokenizers import WhitespaceTokenizer
 from ..vocab import BOS, EOS, UNK, Vocab, check_token_id
 from ._spec import ParsedSpec, parse_spec, read_spec_file
@@ -455,9 +456,6 @@ class ProbabilisticGrammar(BaseLanguageModel):
 
 
 # ------------------------------------------------ this family joins the model registry
-from ..registry import register_model_format  # noqa: E402  (a leaf module: no cycle)
-
-
 def _load_grammar(path):
     return ProbabilisticGrammar.from_toml(path) if path.suffix == ".toml" else ProbabilisticGrammar.from_json(path)
 
