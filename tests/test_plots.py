@@ -1,5 +1,6 @@
 """seqprob.plots: every function headless (Agg) on small data: return type, what is drawn,
-units on the axes, "impossible" for -inf/NaN, clear errors, and no leaked figures."""
+units on the axes, "impossible" for -inf/NaN, clear errors, no leaked figures, and readable
+layouts (no text cut off or drawn over another) on small data and on long sentences."""
 import math
 
 import matplotlib
@@ -23,6 +24,7 @@ from seqprob.errors import InputError  # noqa: E402
 from seqprob.scoring import score  # noqa: E402
 from seqprob.table import JointTable, UniformModel  # noqa: E402
 
+from figure_checks import assert_readable, render  # noqa: E402
 from small_models import LINES, gpt, tok  # noqa: E402,F401 - shared data and fixtures
 
 
@@ -113,7 +115,7 @@ def test_surprisal_never_drops_values_silently(values):
     n = len(values)
     df = pd.DataFrame({"model": "m", "seq": 0, "position": np.arange(1, n + 1),
                        "token": [f"w{i}" for i in range(n)], "logprob": values})
-    ax = plots.surprisal(df)
+    ax = plots.surprisal(df, ax=Figure().add_subplot())  # a given Axes: no layout pass, a fast example
     markers = sum(len(line.get_xdata()) for line in ax.lines if line.get_marker() == "X")
     assert len(ax.patches) + markers == n
     assert (markers > 0) == any("impossible" in t for t in _texts(ax))
@@ -165,6 +167,65 @@ def test_learning_curves_reference_lines():
 def test_learning_curves_infinite_baseline_is_marked():
     ax = plots.learning_curves(_history(), baselines={"mle": math.inf})
     assert any("impossible" in t for t in _legend(ax))
+    assert_readable(ax, name="learning curves")  # the word at the right edge stays inside
+
+
+class _CE:
+    """A CrossEntropy-like estimate: per scored token and per sentence (nats)."""
+
+    def __init__(self, per_token, tokens_per_sentence, n_sentences=100):
+        self.per_token, self.n_sentences = per_token, n_sentences
+        self.n_tokens = tokens_per_sentence * n_sentences
+        self.per_sentence = per_token * tokens_per_sentence
+
+
+def test_learning_curves_stream_legend_gives_both_units():
+    """On a stream axis a reference is drawn per stream token and its legend entry also gives
+    the per-scored-token value that tables print (the demo's 1.593 vs 1.811)."""
+    ce = _CE(2.068, 7.3)
+
+    class Entropy:
+        per_token, expected_tokens = 1.811, 7.3
+        per_sentence = 1.811 * 7.3
+
+    ax = plots.learning_curves(_history(), baselines={"mkn-3": ce}, true_entropy=Entropy(), tokens="stream")
+    stream = 2.068 * 7.3 / 8.3
+    line = [ln for ln in ax.lines if ln.get_label().startswith("mkn-3")][0]
+    assert np.allclose(line.get_ydata(), stream)
+    assert line.get_label() == f"mkn-3: {stream:.3f} nats/stream token\n= 2.068 nats/scored token"
+    truth = [t for t in _legend(ax) if t.startswith("true entropy")][0]
+    assert f"{1.811 * 7.3 / 8.3:.3f} nats/stream token" in truth and "= 1.811 nats/scored token" in truth
+    assert "stream token" in ax.get_ylabel()
+    scored = plots.learning_curves(_history(), baselines={"mkn-3": ce}, tokens="scored")
+    assert np.allclose([ln for ln in scored.lines if ln.get_label().startswith("mkn-3")][0].get_ydata(), 2.068)
+    with pytest.raises(InputError, match="tokens"):
+        plots.learning_curves(_history(), tokens="words")
+    with pytest.raises(InputError, match="n_sentences = 0"):
+        plots.learning_curves(_history(), baselines={"empty": _CE(2.0, 5.0, n_sentences=0)}, tokens="stream")
+
+    class Evaluation:  # an Evaluation-like total without a sentence count
+        logprob, n_tokens = -20.0, 10
+
+    with pytest.raises(InputError, match="n_sentences"):
+        plots.learning_curves(_history(), baselines={"ev": Evaluation()}, tokens="stream")
+    assert np.allclose(plots.learning_curves(_history(), baselines={"ev": Evaluation()}).lines[-1].get_ydata(), 2.0)
+
+
+def test_learning_curves_lines_apart_and_legend_off_the_data():
+    """Equal baselines still differ in dash pattern and markers; the legend sits beside the
+    Axes, so it covers no line; a long y label is wrapped, not cut off."""
+    baselines = {f"m{i}": 1.5 for i in range(14)} | {"inf": math.inf}
+    ax = plots.learning_curves(_history(), baselines=baselines, true_entropy=0.9,
+                               ylabel="cross-entropy ({unit} per stream token: words, </s>, next <s>)")
+    refs = [ln for ln in ax.lines if ln.get_label().startswith("m")]
+    assert len(refs) == 14
+    assert len({(ln.get_linestyle(), ln.get_marker(), ln.get_color()) for ln in refs}) == 14
+    records = render(ax)
+    legend, frame = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.x0 > frame.x1  # beside the Axes: no overlap with any line's data
+    for line in ax.lines:
+        assert not legend.overlaps(line.get_window_extent())
+    assert_readable(ax, records, name="learning curves")
 
 
 def _sparsity_df():
@@ -219,6 +280,106 @@ def test_logit_lens_heatmap(gpt):
     assert ax.images[0].get_array().shape == (3, 4)  # embeddings + 2 blocks, 4 predictions
     assert len(ax.texts) == 3 * 4  # a rank in every cell
     _labels_have_units(ax)
+
+
+def _long_scores(n_tokens=60, n_models=8, seed=0):
+    """A score table of two long sentences (one with a run of impossible tokens) under many
+    models, as a real corpus gives."""
+    rng = np.random.default_rng(seed)
+    words = [f"word{i % 23}" for i in range(n_tokens - 1)] + ["</s>"]
+    rows = []
+    for m in range(n_models):
+        for seq in (0, 1):
+            lp = -rng.exponential(3.0, n_tokens)
+            if seq == 1 and m % 2 == 0:
+                lp[10:16] = -math.inf
+            rows += [{"model": f"model-{m}-with-a-long-name", "seq": seq, "position": t + 1, "token": w,
+                      "logprob": v} for t, (w, v) in enumerate(zip(words, lp))]
+    df = pd.DataFrame(rows)
+    df.attrs["texts"] = [" ".join(words[:-1])] * 2
+    return df
+
+
+@pytest.mark.parametrize("draw", [plots.surprisal, plots.cumulative_logprob])
+def test_long_sentences_and_many_models_stay_readable(draw):
+    """A 60-token sentence under 8 models: the title wrapped and cut with an ellipsis, token
+    labels thinned, "impossible" words not piled up, nothing outside the figure (the grid of
+    sentences is checked on a long-sentence report in test_report.py)."""
+    ax = draw(_long_scores(), seq=1)
+    assert_readable(ax, name=draw.__name__)
+    shown = [t.get_text() for t in ax.get_xticklabels()]
+    assert 1 < len(shown) < 60 and shown[0] in ("word0", "<s>")
+    assert ax.get_title().endswith('\u2026"') and ax.get_title().count("\n") <= 3
+
+
+def test_short_sentences_keep_every_token_label(scored):
+    fig = plots.sentence_comparison(scored)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == "the cat sat on the mat </s>".split()
+    assert fig.axes[0].get_title() == "Surprisal per token"
+    assert_readable(fig, name="sentence comparison")
+
+
+def _dense_pca(n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(4, 2))
+    xy = centres[rng.integers(0, 4, n)] + 0.08 * rng.normal(size=(n, 2))
+    df = pd.DataFrame({"token": [f"tok{i}" for i in range(n)], "pc1": xy[:, 0], "pc2": xy[:, 1]})
+    df.attrs["explained_variance_ratio"] = [0.3, 0.2]
+    return df
+
+
+@pytest.mark.parametrize("label", ["auto", True])
+def test_embedding_labels_never_overlap(label):
+    """300 points in four tight clusters: the labels that are drawn do not touch each other
+    (pairwise boxes), highlighted tokens are labelled first, and none leaves the figure."""
+    df = _dense_pca()
+    group = list(df["token"][:5])
+    ax = plots.embeddings(df, label=label, highlight={"group": group})
+    records = render(ax)
+    boxes = [(t.get_text(), box) for t, box, _ in records[id(ax.figure)].values() if t in ax.texts]
+    assert 5 <= len(boxes) <= (50 if label == "auto" else 300)
+    for i, (a, ba) in enumerate(boxes):
+        for b, bb in boxes[i + 1:]:
+            assert not ba.overlaps(bb), f"labels {a!r} and {b!r} overlap"
+    assert set(group) & {t for t, _ in boxes}
+    assert_readable(ax, records, name="embeddings")
+    assert not plots.embeddings(df, label=False).texts
+
+
+def test_embedding_directions_draws_each_token_once():
+    """man/woman are in a gender pair and in number pairs: one half-and-half point each (not
+    a number-pair point over a gender-pair one), one label each."""
+    rows, pos = [], {"man": (-0.4, -0.6), "woman": (0.3, -0.5), "men": (0.25, 0.5), "women": (0.3, 0.45),
+                     "king": (-0.3, -0.5), "queen": (0.2, -0.5), "cat": (0.0, -0.5), "cats": (0.05, 0.5)}
+    for kind, pairs in (("gender", [("man", "woman"), ("king", "queen")]),
+                        ("number", [("man", "men"), ("woman", "women"), ("cat", "cats")])):
+        for a, b in pairs:
+            rows += [{"token": t, "kind": kind, "partner": p, "gender": pos[t][0], "number": pos[t][1]}
+                     for t, p in ((a, b), (b, a))]
+    df = pd.DataFrame(rows)
+    df.attrs["pairs"] = {"gender": [("man", "woman"), ("king", "queen")],
+                         "number": [("man", "men"), ("woman", "women"), ("cat", "cats")]}
+    ax = plots.embedding_directions(df)
+    scattered = [tuple(xy) for c in ax.collections for xy in c.get_offsets()]
+    assert pos["man"] not in scattered and pos["woman"] not in scattered
+    shared = [ln for ln in ax.lines if ln.get_fillstyle() == "left"]
+    assert len(shared) == 1 and sorted(zip(shared[0].get_xdata(), shared[0].get_ydata())) == \
+        sorted([pos["man"], pos["woman"]])
+    assert shared[0].get_color() != shared[0].get_markerfacecoloralt()
+    labels = [t.get_text() for t in ax.texts if t.get_text()]
+    assert sorted(labels) == sorted(set(labels)) and {"man", "woman"} <= set(labels)
+    assert_readable(ax, name="directions")
+
+
+@pytest.mark.parametrize("low, span", [(0.2, "0..1"), (-0.3, "-0.5..1"), (-0.8, "-1..1")])
+def test_analogy_axis_label_states_its_limits(low, span):
+    df = pd.DataFrame({"rank": [1, 2, 3], "token": ["queen", "king", "cat"], "cosine": [0.9, 0.5, low]})
+    ax = plots.analogy(df)
+    lo, hi = ax.get_xlim()
+    assert f"({span})" in ax.get_xlabel()
+    assert f"{lo:g}..{hi:g}" == span
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["queen (1)", "king (2)", "cat (3)"]
+    assert_readable(ax, name="analogy")
 
 
 def test_embeddings_scatter(gpt):

@@ -1,15 +1,20 @@
 """`seqprob report`: every figure written (PNG + SVG) and embedded in one self-contained HTML
-page, settings included, clear errors; the page opens in headless Chromium with no broken image."""
+page, settings included, clear errors; the page opens in headless Chromium with no broken image;
+every figure readable (no text cut off or drawn over another) on the toy language and on a
+corpus of long sentences under many models; the learning curves' legend uses the table's numbers."""
 import base64
 import re
 import shutil
 import subprocess
+import sys
 import warnings
 from pathlib import Path
+from unittest import mock
 
 import pandas as pd
 import pytest
 
+from figure_checks import assert_readable, record_texts
 from seqprob.app.cli import main
 from seqprob.errors import SeqProbFileError
 from seqprob.app.report import SECTIONS, build_report
@@ -23,11 +28,71 @@ CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-br
 
 
 @pytest.fixture(scope="module")
-def report_dir(tmp_path_factory):
-    """The acceptance command, once for the module: `seqprob report --out DIR --quick`."""
+def report_run(tmp_path_factory):
+    """The acceptance command, once for the module: `seqprob report --out DIR --quick`, with
+    its sections kept and the texts of its PNG renders recorded (for the layout checks)."""
     out = tmp_path_factory.mktemp("report")
-    assert main(["report", "--out", str(out), "--quick"]) == 0
-    return out
+    with capture_sections() as sections, record_texts() as records:
+        assert main(["report", "--out", str(out), "--quick"]) == 0
+    return out, sections, records
+
+
+@pytest.fixture(scope="module")
+def report_dir(report_run):
+    return report_run[0]
+
+
+def capture_sections():
+    """Keep the sections a report writes (their figures and tables), while it writes them."""
+    module = sys.modules["seqprob.app.report"]
+    kept, real = [], module.write_files
+
+    def write_files(out_dir, sections, *args, **kwargs):
+        kept.extend(sections)
+        return real(out_dir, sections, *args, **kwargs)
+
+    patch = mock.patch.object(module, "write_files", write_files)
+
+    class _Capture:
+        def __enter__(self):
+            patch.__enter__()
+            return kept
+
+        def __exit__(self, *exc):
+            return patch.__exit__(*exc)
+
+    return _Capture()
+
+
+def _long_corpus(path: Path, seed: int = 5) -> list:
+    """A "real corpus" stand-in: sentences of 40-80 words (toy-language samples run together)."""
+    from seqprob.truth import toy_english
+
+    words = " ".join(toy_english().sample(1200, seed=seed)).split()
+    lines, i, k = [], 0, 0
+    while i < len(words):
+        n = 40 + (k * 17) % 41
+        lines.append(" ".join(words[i:i + n]))
+        i, k = i + n, k + 1
+    lines = [ln for ln in lines if len(ln.split()) >= 40]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return lines
+
+
+@pytest.fixture(scope="module")
+def long_report(tmp_path_factory):
+    """A report on long sentences under ten models (nine n-grams and a GPT trained here)."""
+    from seqprob.app.pipeline import fit_ngrams, ngram_specs
+    from seqprob.tokenizers import WhitespaceTokenizer
+
+    tmp = tmp_path_factory.mktemp("long")
+    lines = _long_corpus(tmp / "corpus.txt")
+    tok = WhitespaceTokenizer.fit(lines)
+    baselines = fit_ngrams(ngram_specs((1, 2, 3)), lines, tok)
+    with capture_sections() as sections, record_texts() as records:
+        path = build_report(tmp / "out", corpus=tmp / "corpus.txt", quick=True, baselines=baselines,
+                            formats=("png",))
+    return path, sections, records
 
 
 @pytest.fixture(scope="module")
@@ -148,3 +213,58 @@ def test_analysis_scripts_are_thin_wrappers(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(_embedded_pngs((tmp_path / "sparsity.html").read_text(encoding="utf-8"))) == \
         ["lookup_table", "sparsity"]
+
+
+def _figures(sections):
+    return [(name, getattr(fig, "figure", fig)) for s in sections for name, fig, _ in s.figures]
+
+
+def test_every_report_figure_is_readable(report_run):
+    """The toy language: no title, label, legend or note cut off at the edge of its PNG, and no
+    two texts (labels of the PCA and the directions included) drawn over each other."""
+    _, sections, records = report_run
+    figures = _figures(sections)
+    assert sorted(name for name, _ in figures) == sorted(FIGURES)
+    for name, fig in figures:
+        assert_readable(fig, records, name=name)
+
+
+def test_every_figure_is_readable_with_long_sentences_and_many_models(long_report):
+    """A corpus of 40-80-word sentences and ten models: every section applies (attention and
+    the logit lens on a short probe), every figure is readable, and the per-token figure
+    shows a readable subset of the models, saying so."""
+    path, sections, records = long_report
+    page = path.read_text(encoding="utf-8")
+    assert "Not available" not in page
+    figures = _figures(sections)
+    assert {"sentences", "learning_curves", "attention", "logit_lens", "embeddings_pca"} <= \
+        {name for name, _ in figures}
+    for name, fig in figures:
+        assert_readable(fig, records, name=name)
+    from seqprob.app.report.sections import FIGURE_BARS
+
+    sentences = next(s for s in sections if s.key == "sentences")
+    fig = sentences.figures[0][1]
+    drawn = len([t for t in fig.axes[1].get_legend().get_texts() if "log P" in t.get_text()])
+    assert 2 <= drawn < 10 and f"{drawn} of the 10 models" in sentences.figures[0][2]
+    assert max(len(ax.patches) for ax in fig.axes[::2]) <= FIGURE_BARS
+
+
+def test_learning_legend_shows_the_tables_numbers(report_run):
+    """Each reference line's legend entry gives the held-out cross-entropy per scored token
+    exactly as the table beside it (and the true entropy as the note), besides its value on
+    the axis (per stream token)."""
+    _, sections, _ = report_run
+    learning = next(s for s in sections if s.key == "learning")
+    ax = learning.figures[0][1]
+    legend = {t.get_text().split(":")[0]: t.get_text() for t in ax.get_legend().get_texts()}
+    table = learning.tables[0][1].set_index("model")["cross-entropy (nats/token)"]
+    shown = 0
+    for model, value in table.items():
+        if model in legend and value != float("inf"):
+            assert f"= {value:.3f} nats/scored token" in legend[model], (model, legend[model])
+            shown += 1
+    assert shown >= 2
+    truth = float(re.search(r"True entropy of the source: ([\d.]+) nats/token", " ".join(learning.notes))[1])
+    assert f"= {truth:.3f} nats/scored token" in legend["true entropy H(P*)"]
+    assert "per stream token" in " ".join(ax.get_ylabel().split())

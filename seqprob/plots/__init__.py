@@ -8,6 +8,12 @@ of -inf (P = 0) or NaN are never dropped silently: they are gaps marked "impossi
 Outside an interactive session the figures are not registered with pyplot (nothing leaks):
 save them with ``ax.figure.savefig("out.png")``.
 
+A figure a function makes itself is laid out for reading (constrained layout, then
+``fit_texts``): titles and labels wrapped to their Axes, token labels thinned where they would
+overlap, texts inside an Axes never drawn over each other, legends with many entries beside the
+data. When you pass ``ax=`` and add more to the figure, call ``seqprob.plots.fit_texts(fig)``
+once it is complete.
+
 =========================  ==================================================  ==========
 function                   data                                                returns
 =========================  ==================================================  ==========
@@ -28,7 +34,7 @@ nll_by_position            ``seqprob.score`` DataFrame (long texts, stride)    A
 perplexity_by_stride       ``windows.stride_sweep`` DataFrame                  Axes
 =========================  ==================================================  ==========
 """
-from ._style import IMPOSSIBLE, OKABE_ITO
+from ._style import IMPOSSIBLE, OKABE_ITO, fit_texts
 from .calibration import reliability
 from .internals import analogy, attention, embedding_directions, embeddings, logit_lens
 from .scores import cumulative_logprob, lookup_table, next_token, sentence_comparison, surprisal
@@ -38,4 +44,4 @@ from .windows import nll_by_position, perplexity_by_stride
 __all__ = ["surprisal", "cumulative_logprob", "sentence_comparison", "next_token", "lookup_table",
            "learning_curves", "sparsity", "attention", "logit_lens", "embeddings",
            "embedding_directions", "analogy", "reliability", "nll_by_position",
-           "perplexity_by_stride", "OKABE_ITO", "IMPOSSIBLE"]
+           "perplexity_by_stride", "fit_texts", "OKABE_ITO", "IMPOSSIBLE"]

@@ -33,6 +33,7 @@ def reliability(df, ax=None, **style):
     if len(d) == 0:
         raise InputError(f"reliability(): all {len(df)} bins are empty (count 0): nothing to plot",
                          value=len(df))
+    own = ax is None
     ax = new_axes(ax, figsize=(5.5, 5.0))
     width = (d["bin_upper"] - d["bin_lower"]).to_numpy()
     centers = (d["bin_lower"] + width / 2).to_numpy()
@@ -55,4 +56,4 @@ def reliability(df, ax=None, **style):
     kind = df.attrs.get("kind")
     what = {"top1": " (top-1 prediction)", "all": " (every token)"}.get(kind, "")
     return finish(ax, f"Calibration: reliability diagram{what}", "predicted probability (confidence, 0..1)",
-                  "observed frequency (share that came true, 0..1)", style)
+                  "observed frequency (share that came true, 0..1)", style, tidy=own)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ._style import check_frame, color, finish, new_axes, new_figure
+from ._style import check_frame, color, finish, fit_texts, new_axes, new_figure, place_labels, prewrap
 
 __all__ = ["attention", "logit_lens", "embeddings", "embedding_directions", "analogy"]
 
@@ -80,9 +80,10 @@ def attention(data, tokens=None, text=None, tokenizer=None, layers=None, heads=N
             image = ax.imshow(attn[l, h], vmin=0.0, vmax=1.0, cmap=style.get("cmap", "viridis"))
             ax.set_title(f"layer {l + 1}, head {h + 1}", fontsize=9)
             _label_square(ax, labels, T, r == len(layers) - 1, c == 0)
+            prewrap(ax)
     fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight (probability)")
     fig.suptitle(style.get("title", "Attention patterns: row = query token, column = key token it reads"))
-    return fig
+    return fit_texts(fig)
 
 
 def _label_square(ax, labels, T, bottom: bool, left: bool) -> None:
@@ -121,6 +122,7 @@ def logit_lens(df, ax=None, value: str = "prob", **style):
     grid = df.pivot_table(index="layer", columns="position", values=value, aggfunc="first")
     ranks = df.pivot_table(index="layer", columns="position", values="rank", aggfunc="first")
     heads = df.drop_duplicates("position").set_index("position").loc[grid.columns]
+    own = ax is None
     ax = new_axes(ax, figsize=(max(6.4, 0.7 * grid.shape[1] + 2), max(3.0, 0.45 * grid.shape[0] + 1.8)))
     vals = grid.to_numpy(dtype=float)
     kw = dict(vmin=0.0, vmax=1.0) if value == "prob" else {}
@@ -138,8 +140,15 @@ def logit_lens(df, ax=None, value: str = "prob", **style):
                       rotation=60, ha="right", fontsize=7)
     return finish(ax, "Logit lens: P and rank (number) of the next token, layer by layer",
                   "position t (context token x_t-1 → next token x_t)",
-                  "layer (read-out point)", style,
-                  legend=False)
+                  "layer (read-out point)", style, legend=False, tidy=own)
+
+
+def _label_order(df, first) -> np.ndarray:
+    """Row indices by labelling priority: rows in ``first`` (a mask), then the rest, each
+    farthest from the centre first."""
+    radius = np.hypot(df["pc1"] - df["pc1"].mean(), df["pc2"] - df["pc2"].mean()).to_numpy()
+    order = np.argsort(-radius, kind="stable")
+    return np.concatenate([order[first[order]], order[~first[order]]])
 
 
 def embeddings(df, ax=None, label="auto", highlight=None, **style):
@@ -150,18 +159,22 @@ def embeddings(df, ax=None, label="auto", highlight=None, **style):
     df : pandas.DataFrame
         Output of :func:`seqprob.analysis.embedding_pca` (token, pc1, pc2).
     label : bool or "auto"
-        Write tokens beside their points: all (True), none (False), or, with "auto", all when
-        there are at most 60 points, else the highlighted ones and the 30 farthest out.
+        Write tokens beside their points: all that fit (True), none (False), or, with "auto",
+        at most 50, the highlighted ones first, then those farthest out. A label goes to the
+        first free place around its point; one that would overlap another is left out.
     highlight : dict of group name -> list of tokens, optional
         Colour these groups (e.g. {"feminine": [...], "plural": [...]}); others are grey.
 
     Returns
     -------
     matplotlib.axes.Axes
-        One scatter collection per group (plus one for the rest).
+        One scatter collection per group (plus one for the rest); the legend is right of the
+        Axes. Labels are placed for the figure's size when drawn: with ``ax=``, draw the rest
+        of the figure first.
     """
     check_frame(df, ("token", "pc1", "pc2"), "embeddings()")
-    ax = new_axes(ax, figsize=(7.5, 6.0))
+    own = ax is None
+    ax = new_axes(ax, figsize=(8.5, 6.0))
     groups = dict(highlight or {})
     in_group = np.zeros(len(df), dtype=bool)
     for i, (name, toks) in enumerate(groups.items()):
@@ -170,20 +183,16 @@ def embeddings(df, ax=None, label="auto", highlight=None, **style):
         ax.scatter(df["pc1"][mask], df["pc2"][mask], s=22, color=color(i), label=name, zorder=3)
     ax.scatter(df["pc1"][~in_group], df["pc2"][~in_group], s=12, color="0.6",
                label="other tokens" if groups else "tokens", zorder=2)
-    show = np.ones(len(df), dtype=bool) if label is True else np.zeros(len(df), dtype=bool)
-    if label == "auto":
-        if len(df) <= 60:
-            show[:] = True
-        else:
-            radius = np.hypot(df["pc1"] - df["pc1"].mean(), df["pc2"] - df["pc2"].mean()).to_numpy()
-            show[np.argsort(-radius)[:30]] = True
-            show |= in_group
-    for tok, x, y in zip(df["token"][show], df["pc1"][show], df["pc2"][show]):
-        ax.annotate(str(tok), (x, y), fontsize=6, xytext=(2, 2), textcoords="offset points")
     ev = df.attrs.get("explained_variance_ratio", [])
     pct = [f" ({100 * v:.0f}% of variance)" for v in ev] + ["", ""]
-    return finish(ax, "Token embeddings W_E, PCA", f"PC 1{pct[0]} (embedding units)",
-                  f"PC 2{pct[1]} (embedding units)", style)
+    finish(ax, "Token embeddings W_E, PCA", f"PC 1{pct[0]} (embedding units)",
+           f"PC 2{pct[1]} (embedding units)", style, tidy=own, outside=True)
+    if label is not False:
+        order = _label_order(df, in_group)
+        cap = len(order) if label is True else 50
+        rows = df.iloc[order]
+        place_labels(ax, rows["pc1"], rows["pc2"], rows["token"], fontsize=6, limit=cap, draw=not own)
+    return ax
 
 
 def embedding_directions(df, ax=None, **style):
@@ -199,7 +208,9 @@ def embedding_directions(df, ax=None, **style):
     Returns
     -------
     matplotlib.axes.Axes
-        One scatter per kind of pair; one arrow per pair.
+        One scatter per kind of pair (its tokens that are in no other kind); a token in pairs
+        of two kinds (e.g. "man": man/woman and man/men) is one half-and-half point; one arrow
+        per pair; each token labelled once, where its label overlaps no other (else left out).
 
     Notes
     -----
@@ -207,25 +218,42 @@ def embedding_directions(df, ax=None, **style):
     encodes the feature as one direction (queen - king ≈ woman - man).
     """
     check_frame(df, ("token", "kind", "partner", "gender", "number"), "embedding_directions()")
-    ax = new_axes(ax, figsize=(7.0, 6.0))
-    pos = {(r.token, r.kind): (r.gender, r.number) for r in df.itertuples()}
+    own = ax is None
+    ax = new_axes(ax, figsize=(8.5, 6.0))
+    pos = {r.token: (r.gender, r.number) for r in df.itertuples()}
+    kinds = list(dict.fromkeys(df["kind"]))
     pairs = df.attrs.get("pairs") or {k: [(r.token, r.partner) for r in df[df["kind"] == k].iloc[::2].itertuples()]
-                                      for k in df["kind"].unique()}
-    for i, kind in enumerate(dict.fromkeys(df["kind"])):
-        sub = df[df["kind"] == kind]
+                                      for k in kinds}
+    kinds_of = df.groupby("token", sort=False)["kind"].agg(lambda k: list(dict.fromkeys(k)))
+    for i, kind in enumerate(kinds):
+        sub = df[(df["kind"] == kind) & df["token"].map(lambda t: len(kinds_of[t]) == 1)]
         ax.scatter(sub["gender"], sub["number"], s=20, color=color(i), label=f"{kind} pairs", zorder=3)
         for a, b in pairs.get(kind, []):
-            if (a, kind) in pos and (b, kind) in pos:
-                ax.annotate("", xy=pos[(b, kind)], xytext=pos[(a, kind)],
+            if a in pos and b in pos:
+                ax.annotate("", xy=pos[b], xytext=pos[a],
                             arrowprops=dict(arrowstyle="->", color=color(i), alpha=0.6, linewidth=0.9))
-        for r in sub.itertuples():
-            ax.annotate(r.token, (r.gender, r.number), fontsize=7, xytext=(2, 2), textcoords="offset points")
+    shared = [t for t, k in kinds_of.items() if len(k) > 1]
+    if shared:
+        first, second = (kinds.index(k) for k in kinds_of[shared[0]][:2])
+        ax.plot([pos[t][0] for t in shared], [pos[t][1] for t in shared], linestyle="none", marker="o",
+                markersize=6, fillstyle="left", color=color(first), markerfacecoloralt=color(second),
+                markeredgecolor="0.2", markeredgewidth=0.5, zorder=4,
+                label=f"in {kinds_of[shared[0]][0]} and {kinds_of[shared[0]][1]} pairs")
     cos = df.attrs.get("cosine_between_directions")
     title = "Gender and number directions"
     if cos is not None:
         title += f" (cosine between them: {cos:.2f})"
-    return finish(ax, title, "projection on the gender direction, feminine − masculine (embedding units)",
-                  "projection on the number direction, plural − singular (embedding units)", style)
+    finish(ax, title, "projection on the gender direction, feminine − masculine (embedding units)",
+           "projection on the number direction, plural − singular (embedding units)", style, tidy=own,
+           outside=True)
+    tokens = list(pos)
+    place_labels(ax, [pos[t][0] for t in tokens], [pos[t][1] for t in tokens], tokens, fontsize=7, draw=not own)
+    return ax
+
+
+def _cosine_floor(low: float) -> float:
+    """The left end of a cosine axis: 0, -0.5 or -1, whichever first holds every bar."""
+    return next((v for v in (0.0, -0.5) if low >= v), -1.0)
 
 
 def analogy(df, ax=None, **style):
@@ -239,15 +267,18 @@ def analogy(df, ax=None, **style):
     Returns
     -------
     matplotlib.axes.Axes
-        One bar per candidate; the best one is highlighted.
+        One bar per candidate; the best one is highlighted. The x axis runs from 0 (or -0.5,
+        or -1 when a cosine is below 0) to 1, and its label names that range.
     """
     check_frame(df, ("rank", "token", "cosine"), "analogy()")
     d = df.sort_values("rank")
+    own = ax is None
     ax = new_axes(ax, figsize=(5.5, 0.35 * len(d) + 1.5))
     y = np.arange(len(d))[::-1]
     ax.barh(y, d["cosine"], color=[color(1) if i == 0 else color(0) for i in range(len(d))])
-    ax.set_yticks(y, list(d["token"]))
-    ax.set_xlim(min(0.0, float(d["cosine"].min()) * 1.1), 1.0)
+    ax.set_yticks(y, [f"{t} ({r})" for t, r in zip(d["token"], d["rank"])])
+    low = _cosine_floor(float(d["cosine"].min()))
+    ax.set_xlim(low, 1.0)
     q = df.attrs.get("query", "a - b + c")
-    return finish(ax, f"Analogy: nearest tokens to {q}", "cosine similarity (-1..1)", "candidate token (rank)",
-                  style, legend=False)
+    return finish(ax, f"Analogy: nearest tokens to {q}", f"cosine similarity ({low:g}..1)",
+                  "candidate token (rank)", style, legend=False, tidy=own)

@@ -8,8 +8,8 @@ import numpy as np
 
 from ..checks import check_int
 from ..errors import InputError
-from ._style import (IMPOSSIBLE_COLOR, check_frame, color, finish, finite_max, mark_impossible,
-                     new_axes, new_figure)
+from ._style import (IMPOSSIBLE_COLOR, check_frame, color, finish, finite_max, fit_texts, mark_impossible,
+                     new_axes, new_figure, shorten, wrap_text)
 
 __all__ = ["surprisal", "cumulative_logprob", "sentence_comparison", "next_token", "lookup_table"]
 
@@ -25,11 +25,29 @@ def _one_seq(df, seq, what: str):
     return sub
 
 
-def _title_text(df, seq) -> str:
+def _title_text(df, seq, limit: int = 160) -> str:
+    """The quoted text of ``seq`` (cut to ``limit`` characters with an ellipsis), else its number."""
     texts = df.attrs.get("texts") or []
     if isinstance(seq, (int, np.integer)) and 0 <= seq < len(texts) and texts[seq]:
-        return f'"{texts[seq]}"'
+        return f'"{shorten(texts[seq], limit)}"'
     return f"sequence {seq}"
+
+
+def _token_ticks(ax, x, labels) -> None:
+    """Token labels under ``x``: slanted when there are many, and then only every k-th when
+    slanted lines of text would touch at the Axes' width before layout (fit_texts thins
+    further if the layout leaves less room)."""
+    import matplotlib
+    from matplotlib.font_manager import FontProperties
+
+    x, labels = list(x), [str(t) for t in labels]
+    slant, step = len(x) > 8, 1
+    if slant:  # neighbouring 45° labels need a line height / sin 45° between their ticks
+        size = FontProperties(size=matplotlib.rcParams["xtick.labelsize"]).get_size_in_points()
+        room = 0.85 * ax.get_window_extent().width / max(len(x) - 1, 1)
+        step = max(1, math.ceil(1.2 * size * ax.figure.dpi / 72 / math.sin(math.radians(45)) / room))
+    ax.set_xticks(x[::step], labels[::step], rotation=45 if slant else 0, ha="right" if slant else "center",
+                  rotation_mode="anchor" if slant else "default")
 
 
 def surprisal(df, seq=0, models=None, ax=None, **style):
@@ -51,7 +69,8 @@ def surprisal(df, seq=0, models=None, ax=None, **style):
     -------
     matplotlib.axes.Axes
         One bar per finite value; a token with log P = -inf (or NaN) gets no bar but an ``X``
-        marker labelled "impossible".
+        marker labelled "impossible". The legend is right of the Axes; with many tokens only
+        every k-th is labelled, and a long sentence in the title is cut with an ellipsis.
 
     Notes
     -----
@@ -70,7 +89,8 @@ def surprisal(df, seq=0, models=None, ax=None, **style):
     names = list(dict.fromkeys(sub["model"])) if models is None else list(models)
     positions = np.sort(sub["position"].unique())
     x = np.arange(len(positions))
-    ax = new_axes(ax, figsize=(max(6.4, 0.6 * len(positions) * max(len(names), 1) ** 0.5), 4.0))
+    own = ax is None
+    ax = new_axes(ax, figsize=(min(16.0, max(6.4, 0.6 * len(positions) * max(len(names), 1) ** 0.5)) + 2.0, 4.0))
     missing = [n for n in names if n not in set(sub["model"])]
     if missing:
         raise InputError(f"surprisal(): models {missing} are not in the DataFrame", value=missing)
@@ -90,9 +110,9 @@ def surprisal(df, seq=0, models=None, ax=None, **style):
     mark_impossible(ax, bad_x, ymax * 1.05, bad_v, text_xs=bad_tx)
     ax.set_ylim(0, ymax * (1.6 if bad_x else 1.0))
     labels = sub.drop_duplicates("position").set_index("position").reindex(positions)["token"]
-    ax.set_xticks(x, [str(t) for t in labels], rotation=45 if len(x) > 8 else 0, ha="right" if len(x) > 8 else "center")
+    _token_ticks(ax, x, labels)
     return finish(ax, f"Surprisal per token: {_title_text(df, seq)}", "token x_t (position t = 1, 2, ...)",
-                  "surprisal -log2 P(x_t | x_<t) (bits)", style)
+                  "surprisal -log2 P(x_t | x_<t) (bits)", style, tidy=own, outside=True)
 
 
 def cumulative_logprob(df, seq=0, models=None, ax=None, unit: str = "nats", **style):
@@ -112,7 +132,7 @@ def cumulative_logprob(df, seq=0, models=None, ax=None, unit: str = "nats", **st
     matplotlib.axes.Axes
         One line per model, starting at 0 (t = 0, the empty prefix, P = 1). Once a token has
         log P = -inf the joint is -inf for ever: the line stops and an ``X`` labelled
-        "impossible" marks the token.
+        "impossible" marks the token. The legend (each model's log P) is right of the Axes.
 
     Notes
     -----
@@ -124,7 +144,8 @@ def cumulative_logprob(df, seq=0, models=None, ax=None, unit: str = "nats", **st
     sub = _one_seq(df, seq, "cumulative_logprob()")
     names = list(dict.fromkeys(sub["model"])) if models is None else list(models)
     scale = 1.0 if unit == "nats" else 1 / math.log(2)
-    ax = new_axes(ax)
+    own = ax is None
+    ax = new_axes(ax, figsize=(min(16.0, max(6.4, 0.3 * len(sub["position"].unique()))) + 2.0, 4.0))
     positions = np.sort(sub["position"].unique())
     x0 = int(positions[0]) - 1
     lows, bad_x, bad_v = [0.0], [], []
@@ -144,10 +165,10 @@ def cumulative_logprob(df, seq=0, models=None, ax=None, unit: str = "nats", **st
     low = min(lows)
     mark_impossible(ax, bad_x, low - 0.08 * (abs(low) + 1), bad_v)
     ticks = sub.drop_duplicates("position").set_index("position").reindex(positions)["token"]
-    ax.set_xticks([x0, *positions], ["<s>", *[str(t) for t in ticks]], rotation=45 if len(positions) > 8 else 0)
+    _token_ticks(ax, [x0, *positions], ["<s>", *ticks])
     ax.axhline(0.0, color="0.6", linewidth=0.8)
     return finish(ax, f"Chain rule: running sum of log-probs, {_title_text(df, seq)}",
-                  "prefix x_1..x_t (token t)", f"log P(x_1..x_t | <s>) ({unit})", style)
+                  "prefix x_1..x_t (token t)", f"log P(x_1..x_t | <s>) ({unit})", style, tidy=own, outside=True)
 
 
 def sentence_comparison(df, seqs=None, models=None, **style):
@@ -159,21 +180,37 @@ def sentence_comparison(df, seqs=None, models=None, **style):
         Output of :func:`seqprob.score` for several sentences and models.
     seqs : list of int, optional
         Sentences to draw (default: all).
+    models : list of str, optional
+        Models to draw, in order (default: all).
+    **style
+        ``suptitle``, ``figsize``; the rest goes to :func:`surprisal` and
+        :func:`cumulative_logprob`.
 
     Returns
     -------
     matplotlib.figure.Figure
-        ``2 * len(seqs)`` Axes.
+        ``2 * len(seqs)`` Axes, one row (a SubFigure titled with the sentence, wrapped to the
+        width) per sentence; each row's legend, right of the running sum, names the models
+        and gives each one's log P of that sentence.
     """
     check_frame(df, _SCORE_COLUMNS, "sentence_comparison()")
     seqs = list(dict.fromkeys(df["seq"])) if seqs is None else list(seqs)
-    fig = new_figure(figsize=style.pop("figsize", (13, 3.6 * len(seqs))))
-    axes = fig.subplots(len(seqs), 2, squeeze=False)
-    for row, s in zip(axes, seqs):
-        surprisal(df, seq=s, models=models, ax=row[0], **style)
-        cumulative_logprob(df, seq=s, models=models, ax=row[1], **style)
+    texts = [_title_text(df, s, limit=600) for s in seqs]
+    rows = [3.6 + 0.22 * min(4, len(t) // 150) for t in texts]  # room for a wrapped sentence title
+    fig = new_figure(figsize=style.pop("figsize", (14, sum(rows))))
+    subs = fig.subfigures(len(seqs), 1, squeeze=False, height_ratios=rows)[:, 0]
+    style = {**style, "legend": False}
+    for sub, s, text in zip(subs, seqs, texts):
+        left, right = sub.subplots(1, 2, width_ratios=(1.0, 1.0))
+        surprisal(df, seq=s, models=models, ax=left, **{"title": "Surprisal per token", **style})
+        cumulative_logprob(df, seq=s, models=models, ax=right,
+                           **{"title": "Chain rule: running sum of log-probs", **style})
+        n = len(right.get_legend_handles_labels()[0])
+        right.legend(fontsize=8 if n <= 12 else 7, ncols=1 if n <= 16 else 2, loc="upper left",
+                     bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+        wrap_text(sub.suptitle(text, fontsize=10), 0.9 * sub.bbox.width, 4, measure=False)
     fig.suptitle(style.get("suptitle", "The same sentences under several models"))
-    return fig
+    return fit_texts(fig)
 
 
 def _token_labels(tokens, V: int) -> list:
@@ -227,6 +264,7 @@ def next_token(logprobs, tokens=None, temperatures=(0.5, 1.0, 2.0), k: int = 10,
     check_int("k", k, low=1, whole_floats=True)
     labels = _token_labels(tokens, row.size)
     top = np.argsort(-row, kind="stable")[: min(int(k), row.size)]
+    own = ax is None
     ax = new_axes(ax, figsize=(max(6.4, 0.55 * len(top) * len(temperatures) ** 0.5), 4.0))
     width = 0.8 / len(temperatures)
     for i, t in enumerate(temperatures):
@@ -238,7 +276,7 @@ def next_token(logprobs, tokens=None, temperatures=(0.5, 1.0, 2.0), k: int = 10,
                   ha="right" if len(top) > 6 else "center")
     ax.set_ylim(0, 1.05)
     return finish(ax, f"Next-token distribution at {len(temperatures)} temperatures (top {len(top)})",
-                  "next token v (the most likely at T = 1)", "P_T(next = v) (probability)", style)
+                  "next token v (the most likely at T = 1)", "P_T(next = v) (probability)", style, tidy=own)
 
 
 def lookup_table(vocab_sizes=(27, 1_000, 50_257), max_length: int = 100, ax=None, **style):
@@ -267,6 +305,7 @@ def lookup_table(vocab_sizes=(27, 1_000, 50_257), max_length: int = 100, ax=None
     if not sizes:
         raise InputError("lookup_table() needs at least one vocabulary size")
     check_int("max_length", max_length, low=1, whole_floats=True)
+    own = ax is None
     ax = new_axes(ax)
     T = np.arange(1, int(max_length) + 1)
     for i, V in enumerate(sizes):
@@ -280,4 +319,4 @@ def lookup_table(vocab_sizes=(27, 1_000, 50_257), max_length: int = 100, ax=None
 
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"$10^{{{v:.0f}}}$"))
     return finish(ax, "A joint lookup table needs V^T rows", "sequence length T (tokens)",
-                  "rows V^T (log scale, count)", style)
+                  "rows V^T (log scale, count)", style, tidy=own)

@@ -3,31 +3,93 @@ sparsity of n-gram tables as the order grows."""
 from __future__ import annotations
 
 import math
+import textwrap
 
 import numpy as np
 
 from ..errors import InputError
-from ._style import IMPOSSIBLE, check_frame, color, finish, mark_impossible, new_axes
+from ._style import IMPOSSIBLE, check_frame, color, finish, line_style, mark_impossible, new_axes
 
 __all__ = ["learning_curves", "sparsity"]
 
 
 def _as_nats(value, name: str) -> float:
-    """A baseline given as nats/token, or an object with ``.logprob``/``.n_tokens`` (Evaluation)."""
-    if hasattr(value, "logprob") and hasattr(value, "n_tokens"):
-        return -float(value.logprob) / float(value.n_tokens)
+    """A number (nats/token), rejecting what is not one or is NaN."""
     try:
         v = float(value)
     except (TypeError, ValueError):
-        raise InputError(f"baseline {name!r} must be a number (nats/token) or an Evaluation, "
-                         f"got {type(value).__name__}") from None
+        raise InputError(f"baseline {name!r} must be a number (nats/token), an Evaluation, a "
+                         f"CrossEntropy or an entropy, got {type(value).__name__}") from None
     if math.isnan(v):
         raise InputError(f"baseline {name!r} is NaN", value=value)
     return v
 
 
+def _positive(count, name: str, what: str) -> float:
+    """A count that a per-token value divides by: more than 0."""
+    if not float(count) > 0:
+        raise InputError(f"baseline {name!r} has {what} = {count}: nothing was scored", value=count)
+    return float(count)
+
+
+#: Key of the true entropy among the reference lines (a name no baseline can have).
+_TRUTH = object()
+
+
+def _reference(value, name: str, tokens: str) -> tuple:
+    """(value on the axis's scale, nats per scored token to show beside it or None).
+
+    A number is taken to be on the axis's scale already. An ``Evaluation`` (logprob, n_tokens,
+    n_sentences), a ``CrossEntropy`` (per_token, per_sentence, n_tokens, n_sentences) or an
+    entropy (per_token, per_sentence, expected_tokens) is per scored token (words and
+    ``</s>``); on a stream axis it becomes nats per sentence / (scored tokens per sentence + 1).
+    """
+    if hasattr(value, "logprob") and hasattr(value, "n_tokens"):
+        nll, n = -float(value.logprob), _positive(value.n_tokens, name, "n_tokens")
+        per_token, sentences = nll / n, float(getattr(value, "n_sentences", 0) or 0)
+        per_sentence, length = (nll / sentences, n / sentences) if sentences else (None, None)
+    elif hasattr(value, "per_token") and hasattr(value, "per_sentence"):
+        per_token, per_sentence = float(value.per_token), float(value.per_sentence)
+        length = (_positive(value.expected_tokens, name, "expected_tokens") if hasattr(value, "expected_tokens")
+                  else float(value.n_tokens) / _positive(value.n_sentences, name, "n_sentences"))
+    else:
+        return _as_nats(value, name), None
+    _as_nats(per_token, name)
+    if tokens == "scored":
+        return per_token, None
+    if per_sentence is None:
+        raise InputError(f"baseline {name!r}: an Evaluation without n_sentences cannot be put "
+                         "per stream token; pass a number (nats per stream token)", value=name)
+    return per_sentence / (length + 1.0), per_token
+
+
+def _reference_label(name: str, value: float, scored, unit: str, tokens: str) -> str:
+    if tokens == "scored":
+        return f"{name}: {value:.3f} {unit}/token"
+    text = f"{name}: {value:.3f} {unit}/stream token"
+    return text + (f"\n= {scored:.3f} {unit}/scored token" if scored is not None else "")
+
+
+def _reference_lines(ax, refs: dict, x0: float, x1: float, scale: float, unit: str, tokens: str) -> list:
+    """Draw one line per finite reference (its own colour, dashes and staggered markers, so
+    equal values stay distinguishable); return the names of the infinite ones."""
+    grid = np.linspace(x0, x1, 41)
+    bad = []
+    for i, (key, (value, scored)) in enumerate(refs.items()):
+        name = "true entropy H(P*)" if key is _TRUTH else str(key)
+        if not math.isfinite(value):
+            bad.append(name)
+            continue
+        style = ({"color": "black", "linestyle": ":", "marker": None, "linewidth": 1.6} if key is _TRUTH
+                 else {**line_style(i, first_color=2), "linewidth": 1.3})
+        shown = None if scored is None else scored * scale
+        ax.plot(grid, np.full(grid.shape, value * scale), markevery=(2 * i % 8, 8), markersize=5, **style,
+                label=_reference_label(name, value * scale, shown, unit, tokens))
+    return bad
+
+
 def learning_curves(history, baselines=None, true_entropy=None, ax=None, x: str = "tokens_seen",
-                    unit: str = "nats", ylabel: str | None = None, **style):
+                    unit: str = "nats", ylabel: str | None = None, tokens: str = "scored", **style):
     """Train and validation loss against tokens seen, with reference lines.
 
     Parameters
@@ -35,21 +97,30 @@ def learning_curves(history, baselines=None, true_entropy=None, ax=None, x: str 
     history : pandas.DataFrame
         Output of :func:`seqprob.train`: ``train_loss`` and ``val_loss`` (nats/token; NaN where
         no validation was run) against ``tokens_seen`` (or ``step``).
-    baselines : dict of name -> float or Evaluation, optional
-        Cross-entropies (nats/token) of other models on the validation text (e.g. n-grams),
-        drawn as dashed horizontal lines; an infinite one is marked "impossible".
-    true_entropy : float, optional
-        The entropy rate of the source (nats/token): no model can go below it on average.
+    baselines : dict of name -> float, Evaluation or CrossEntropy, optional
+        Cross-entropies of other models on the validation text (e.g. n-grams), drawn as
+        horizontal lines, each with its own dash pattern and markers; an infinite one is
+        marked "impossible". A number is on the axis's scale; an ``Evaluation`` or a
+        ``CrossEntropy`` is converted (see ``tokens``).
+    true_entropy : float or entropy, optional
+        The entropy rate of the source: no model can go below it on average. A number, or the
+        result of ``truth.entropy()`` (converted like the baselines).
     x : {"tokens_seen", "step"}
     unit : {"nats", "bits"}
     ylabel : str, optional
-        The y-axis label, to state what a token is (``{unit}`` is filled in); every curve and
-        line must be on that one scale. Default ``"cross-entropy ({unit}/token)"``.
+        The y-axis label (``{unit}`` is filled in). Default: the unit per token of ``tokens``.
+    tokens : {"scored", "stream"}
+        What a token of the history is. "scored": a scored token (words and ``</s>``), as in
+        :func:`seqprob.evaluate`. "stream": a token of the training stream
+        ``<s> w .. </s> <s> ..``, which adds one (free) ``<s>`` per sentence; references given
+        as objects are then drawn at nats per sentence / (tokens per sentence + 1), and their
+        legend entry also shows the per-scored-token value that tables report.
 
     Returns
     -------
     matplotlib.axes.Axes
-        Lines: train, validation (if any), one per baseline, one for the true entropy.
+        Lines: train, validation (if any), one per baseline, one for the true entropy; the
+        legend is to the right of the Axes, clear of the data.
 
     Notes
     -----
@@ -58,35 +129,42 @@ def learning_curves(history, baselines=None, true_entropy=None, ax=None, x: str 
     check_frame(history, (x, "train_loss"), "learning_curves()")
     if unit not in ("nats", "bits"):
         raise InputError(f"unit must be 'nats' or 'bits', got {unit!r}", value=unit)
+    if tokens not in ("scored", "stream"):
+        raise InputError(f"tokens must be 'scored' or 'stream', got {tokens!r}", value=tokens)
     s = 1.0 if unit == "nats" else 1 / math.log(2)
-    ax = new_axes(ax)
+    refs = {name: _reference(value, name, tokens) for name, value in (baselines or {}).items()}
+    if true_entropy is not None:
+        refs[_TRUTH] = _reference(true_entropy, "true entropy", tokens)
+    own = ax is None
+    ax = new_axes(ax, figsize=_figsize(len(refs) + 2, tokens))
     h = history.sort_values(x)
     ax.plot(h[x], h["train_loss"] * s, color=color(0), label="train loss")
     if "val_loss" in h and h["val_loss"].notna().any():
         v = h[h["val_loss"].notna()]
         ax.plot(v[x], v["val_loss"] * s, color=color(1), marker="o", markersize=3, label="validation loss")
     xmax = float(h[x].max())
-    bad = []
-    for i, (name, value) in enumerate((baselines or {}).items()):
-        nats = _as_nats(value, name)
-        if not math.isfinite(nats):
-            bad.append((name, nats))
-            continue
-        ax.axhline(nats * s, color=color(i + 2), linestyle="--", linewidth=1.2,
-                   label=f"{name}: {nats * s:.3f} {unit}/token")
-    if true_entropy is not None:
-        te = _as_nats(true_entropy, "true entropy")
-        ax.axhline(te * s, color="black", linestyle=":", linewidth=1.5,
-                   label=f"true entropy H(P*): {te * s:.3f} {unit}/token")
+    bad = _reference_lines(ax, refs, float(h[x].min()), xmax, s, unit, tokens)
     if bad:
         low, top = ax.get_ylim()
-        mark_impossible(ax, [xmax] * len(bad), top, [-math.inf] * len(bad), label=False)
-        ax.lines[-1].set_label("; ".join(name for name, _ in bad)
-                               + f": {IMPOSSIBLE}, cross-entropy inf (a validation token has P = 0)")
+        mark_impossible(ax, [xmax] * len(bad), top, [-math.inf] * len(bad), label=False, ha="right")
+        ax.lines[-1].set_label("\n".join(textwrap.wrap(", ".join(bad) + f": {IMPOSSIBLE}, cross-entropy "
+                                                         "inf (a validation token has P = 0)", 34)))
         ax.set_ylim(low, top + 0.12 * (top - low))
     xlabel = "tokens seen (count)" if x == "tokens_seen" else f"{x} (count)"
-    label = (ylabel or "cross-entropy ({unit}/token)").replace("{unit}", unit)
-    return finish(ax, "Learning curves", xlabel, label, style)
+    default = "cross-entropy ({unit}/token)" if tokens == "scored" else "cross-entropy ({unit} per stream token)"
+    label = (ylabel or default).replace("{unit}", unit)
+    if len(refs) + 2 > 12:
+        style.setdefault("legend_ncols", 2)
+        style.setdefault("legend_fontsize", 7)
+    return finish(ax, "Learning curves", xlabel, label, style, outside=True, tidy=own)
+
+
+def _figsize(entries: int, tokens: str) -> tuple:
+    """Room for the legend beside the Axes: one column up to 12 entries, then two."""
+    cols = 1 if entries <= 12 else 2
+    rows = math.ceil(entries / cols) * (2 if tokens == "stream" else 1)
+    width = 6.4 + cols * (2.4 if tokens == "stream" else 2.0)
+    return (width, max(4.5, 0.17 * rows + 1.2))
 
 
 def sparsity(df, ax=None, **style):
@@ -113,6 +191,7 @@ def sparsity(df, ax=None, **style):
     """
     check_frame(df, ("order", "train_perplexity", "heldout_perplexity", "unseen_share"), "sparsity()")
     d = df.sort_values("order")
+    own = ax is None
     ax = new_axes(ax)
     twin = ax.twinx()
     twin.bar(d["order"], 100 * d["unseen_share"], width=0.5, color="0.85", edgecolor="0.6",
@@ -144,4 +223,4 @@ def sparsity(df, ax=None, **style):
     ax.legend(handles + h2, labels + l2, fontsize=8, loc="upper center")
     ax.unseen_ax = twin
     return finish(ax, "Sparsity: longer contexts, emptier tables", "n-gram order n (tokens of context + 1)",
-                  "perplexity (tokens, log scale)", style, legend=False)
+                  "perplexity (tokens, log scale)", style, legend=False, tidy=own)

@@ -38,6 +38,7 @@ def nll_by_position(df, ax=None, unit: str = "nats", **style):
     """
     check_frame(df, ("model", "position", "logprob"), "nll_by_position()")
     scale = 1.0 if unit == "nats" else 1 / np.log(2)
+    own = ax is None
     ax = new_axes(ax)
     for i, (name, sub) in enumerate(df.groupby("model", sort=False)):
         finite = sub[np.isfinite(sub["logprob"])]
@@ -45,7 +46,7 @@ def nll_by_position(df, ax=None, unit: str = "nats", **style):
         bad = len(sub) - len(finite)
         label = str(name) + (f" ({bad} impossible tokens left out)" if bad else "")
         ax.plot(mean.index, mean.values, color=color(i), linewidth=1.2, label=label)
-    return finish(ax, "Mean NLL by position", "position t (tokens)", f"mean NLL ({unit}/token)", style)
+    return finish(ax, "Mean NLL by position", "position t (tokens)", f"mean NLL ({unit}/token)", style, tidy=own)
 
 
 def perplexity_by_stride(sweep, ax=None, **style):
@@ -72,9 +73,10 @@ def perplexity_by_stride(sweep, ax=None, **style):
     'perplexity (per token)'
     """
     check_frame(sweep, ("stride", "perplexity"), "perplexity_by_stride()")
+    own = ax is None
     ax = new_axes(ax)
     groups = sweep.groupby("model", sort=False) if "model" in sweep.columns else [("model", sweep)]
     for i, (name, sub) in enumerate(groups):
         sub = sub.sort_values("stride")
         ax.plot(sub["stride"], sub["perplexity"], marker="o", color=color(i), label=str(name))
-    return finish(ax, "Perplexity against stride", "stride (tokens per window)", "perplexity (per token)", style)
+    return finish(ax, "Perplexity against stride", "stride (tokens per window)", "perplexity (per token)", style, tidy=own)

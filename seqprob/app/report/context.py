@@ -19,6 +19,11 @@ log = logging.getLogger(__name__)
 QUICK = {"n_train": 1500, "n_test": 200, "orders": (1, 2, 3, 4), "demo_steps": 60, "n_calibration": 150}
 FULL = {"n_train": 10000, "n_test": 1000, "orders": (1, 2, 3, 4, 5), "demo_steps": 600, "n_calibration": 1000}
 
+#: Words of the corpus sentence that the attention and logit-lens figures look at (the first
+#: held-out line that short, else the start of the first one): few enough for a small
+#: model's context and for one readable label per token.
+PROBE_WORDS = 12
+
 
 @dataclass
 class ReportContext:
@@ -149,7 +154,8 @@ def build_context(model=None, corpus=None, quick: bool = False, seed: int = 0, m
     ctx.baselines = dict(baselines) if baselines is not None else _fit_baselines(tokenizer, train_lines, sizes["orders"])
     if truth is None:
         ctx.sentences = (*test_lines[:2], EXAMPLE_SENTENCES[1])
-        ctx.probe_sentence = test_lines[0]
+        short = [t for t in test_lines if len(t.split()) <= PROBE_WORDS]
+        ctx.probe_sentence = short[0] if short else " ".join(test_lines[0].split()[:PROBE_WORDS])
         ctx.prompt = " ".join(test_lines[0].split()[:2])
     ctx.settings = {"mode": "quick" if quick else "full", "seed": seed, "text": source,
                     "model": ctx.model_name if ctx.model is not None else "(not needed)",

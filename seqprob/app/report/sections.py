@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from ... import plots
 from ...errors import SeqProbError
 from ...protocols import model_tokenizer
-from ..pipeline import IMPOSSIBLE_PREFIX_NOTE, STREAM_AXIS_LABEL, TRUTH_NAME, per_stream_token
+from ..pipeline import IMPOSSIBLE_PREFIX_NOTE, TRUTH_NAME
 from .context import ReportContext
 
 __all__ = ["Section", "SECTIONS", "run_sections"]
@@ -43,14 +43,31 @@ def _own_tokenizer(ctx: ReportContext, model):
     return model_tokenizer(model, None) or ctx.tokenizer
 
 
+#: At most this many models in one figure of bars per token, and at most about this many bars
+#: in one of its Axes (long sentences get fewer models, so that each bar stays visible).
+FIGURE_MODELS, FIGURE_BARS = 6, 240
+
+
+def _figure_models(names: list, ctx: ReportContext, n_tokens: int) -> list:
+    """The models a per-token figure of sentences up to ``n_tokens`` tokens draws: the truth
+    and the main model always, then baselines in order, within the limits above."""
+    keep = [n for n in names if n in (TRUTH_NAME, ctx.model_name)]
+    cap = min(FIGURE_MODELS, max(2, FIGURE_BARS // max(n_tokens, 1)))
+    chosen = set(keep) | set([n for n in names if n not in keep][:max(0, cap - len(keep))])
+    return [n for n in names if n in chosen]
+
+
 def sentences(ctx: ReportContext, s: Section) -> None:
     from ...scoring import score, summarize
 
     models = ctx.models()
     df = score(models, list(ctx.sentences), tokenizer=_score_tokenizer(ctx, models))
-    s.figures.append(("sentences", plots.sentence_comparison(df),
+    drawn = _figure_models(list(models), ctx, int(df.groupby(["model", "seq"]).size().max()))
+    left_out = (f" The figure shows {len(drawn)} of the {len(models)} models (the table has all)."
+                if len(drawn) < len(models) else "")
+    s.figures.append(("sentences", plots.sentence_comparison(df, models=drawn),
                       "Left: surprisal of each token (bits); right: the chain rule as a running sum of "
-                      "log-probabilities (nats). An X marks a token with probability 0."))
+                      "log-probabilities (nats). An X marks a token with probability 0." + left_out))
     summary = summarize(df)[["model", "text", "n_tokens", "n_oov", "logprob", "log10prob", "perplexity"]]
     if (df["logprob"] == -math.inf).any():
         s.notes.append(IMPOSSIBLE_PREFIX_NOTE)
@@ -116,23 +133,21 @@ def _cross_entropies(ctx: ReportContext) -> tuple:
 
 def learning(ctx: ReportContext, s: Section) -> None:
     table, h, raw = _cross_entropies(ctx)
+    base = {n: ce for n, ce in raw.items() if n != ctx.model_name}
     if ctx.history_stream:  # losses per token of "<s> w .. </s> <s> ..": one more (free) token per sentence
-        base = {n: per_stream_token(ce.per_sentence, ce.n_tokens / ce.n_sentences) for n, ce in raw.items()
-                if n != ctx.model_name}
-        floor = per_stream_token(h.per_sentence, h.expected_tokens) if h is not None else None
-        ylabel = STREAM_AXIS_LABEL
-        unit_note = ("Every curve and line is per token of the training stream, where each sentence's "
-                     "</s> is followed by a <s> the model predicts for free: reference lines are "
-                     "nats per sentence / (tokens per sentence + 1).")
+        tokens, ylabel = "stream", "cross-entropy ({unit} per stream token)"
+        unit_note = ("The curves are per token of the training stream, where each sentence's </s> is "
+                     "followed by a <s> the model predicts for free; so are the reference lines "
+                     "(nats per sentence / (tokens per sentence + 1)), whose legend entries also give "
+                     "nats per scored token, the unit of the table below.")
     else:
-        base = {n: ce.per_token for n, ce in raw.items() if n != ctx.model_name}
-        floor = h.per_token if h is not None else None
-        ylabel = "cross-entropy ({unit} per scored token: words and </s>)"
-        unit_note = "Every curve and line is in nats per scored token (words and </s>)."
-    s.figures.append(("learning_curves", plots.learning_curves(ctx.history, baselines=base, true_entropy=floor,
-                                                                  ylabel=ylabel),
-                      f"History: {ctx.history_note}. Dashed: held-out cross-entropy of the n-gram "
-                      f"baselines; dotted: the true entropy, the floor no model can beat. {unit_note}"))
+        tokens, ylabel = "scored", "cross-entropy ({unit} per scored token)"
+        unit_note = "Every curve and line is in nats per scored token (words and </s>), as in the table below."
+    s.figures.append(("learning_curves", plots.learning_curves(ctx.history, baselines=base, true_entropy=h,
+                                                                  ylabel=ylabel, tokens=tokens),
+                      f"History: {ctx.history_note}. Dashed, each with its own markers: held-out "
+                      f"cross-entropy of the n-gram baselines; dotted: the true entropy, the floor no "
+                      f"model can beat. {unit_note}"))
     if h is not None:
         s.notes.append(f"True entropy of the source: {h.per_token:.4f} nats/token "
                        f"({h.per_token / math.log(2):.4f} bits/token), {h.per_sentence:.3f} nats/sentence"
@@ -224,6 +239,7 @@ def calibration(ctx: ReportContext, s: Section) -> None:
         df = calib(m, lines, tokenizer=_own_tokenizer(ctx, m))
         plots.reliability(df, ax=ax, title=f"{name}: reliability (top-1)")
         rows.append({"model": name, "ECE (top-1)": df.attrs["ece"], "predictions": df.attrs["n"]})
+    plots.fit_texts(fig)
     s.figures.append(("calibration", fig, "Bars: how often the top guess was right, per bin of its "
                                           "predicted probability; on the diagonal = calibrated."))
     s.tables.append(("Expected calibration error", pd.DataFrame(rows)))
