@@ -268,3 +268,11 @@ def test_learning_legend_shows_the_tables_numbers(report_run):
     truth = float(re.search(r"True entropy of the source: ([\d.]+) nats/token", " ".join(learning.notes))[1])
     assert f"= {truth:.3f} nats/scored token" in legend["true entropy H(P*)"]
     assert "per stream token" in " ".join(ax.get_ylabel().split())
+
+
+def test_calibration_shows_a_kneser_ney_beside_the_model(report_run):
+    """The default baselines are named mkn-N: the calibration section draws one of them."""
+    _, sections, _ = report_run
+    section = next(s for s in sections if s.key == "calibration")
+    table = dict(section.tables)["Expected calibration error"]
+    assert len(table) == 2 and table["model"].iloc[1].startswith("mkn")

@@ -133,9 +133,9 @@ def _figures(out: Path, scored, truth, lines, heldout, history, baselines: dict)
         curve = sparsity_curve(lines, heldout, orders=ORDERS, tokenizer=truth.tokenizer)
     figures["ngram_sparsity.png"] = plots.sparsity(curve).figure
     if history is not None:
-        refs, floor, _ = pipeline.learning_references(truth, baselines, heldout, truth.tokenizer)
-        figures["learning_curves.png"] = plots.learning_curves(
-            history, baselines=refs, true_entropy=floor, ylabel=pipeline.STREAM_AXIS_LABEL).figure
+        raw = pipeline.heldout_cross_entropies(baselines, heldout, truth.tokenizer)
+        figures["learning_curves.png"] = plots.learning_curves(  # legend: the tables' figures too
+            history, baselines=raw, true_entropy=truth.entropy(), tokens="stream").figure
     paths = []
     for name, fig in figures.items():
         path = out / name

@@ -2,19 +2,18 @@
 
 Both tell the same story on the toy language, so they share its parts here: the example
 sentences, how corpora are sampled from P*, the names and settings of the n-gram baselines,
-the sentence stream a GPT trains on, the shipped model's training history, and the one
-convention for the learning curves (:data:`STREAM_CONVENTION`).
+the sentence stream a GPT trains on, the shipped model's training history, and the held-out
+cross-entropies the learning curves are drawn against.
 """
 from __future__ import annotations
 
 import logging
-import math
 
 import numpy as np
 
 __all__ = ["EXAMPLE_SENTENCES", "AGREEMENT_PAIR", "PROMPT", "TRUTH_NAME", "GPT_NAME", "ADDK_K",
            "IMPOSSIBLE_PREFIX_NOTE", "sample_corpora", "ngram_specs", "fit_ngrams", "sentence_stream", "shipped_history",
-           "STREAM_CONVENTION", "STREAM_AXIS_LABEL", "per_stream_token", "learning_references"]
+           "heldout_cross_entropies"]
 
 log = logging.getLogger(__name__)
 
@@ -97,54 +96,12 @@ IMPOSSIBLE_PREFIX_NOTE = (
     "n-gram models back off to shorter contexts. The finite bars after an inf are that "
     "convention, not evidence about the later words.")
 
-#: How every learning-curve figure measures loss: the model's training loss is the mean NLL
-#: per token of the stream ``<s> w .. </s> <s> ..``, in which the ``<s>`` after each ``</s>``
-#: is predicted (for free, once learned). Reference lines (true entropy, n-gram baselines) are
-#: put on that same scale: nats per sentence / (scored tokens per sentence + 1).
-STREAM_CONVENTION = ("per token of the training stream <s> w .. </s> <s> ..: each sentence's "
-                     "words, its </s> and the next <s> (predicted for free); reference lines = "
-                     "nats per sentence / (scored tokens per sentence + 1)")
-STREAM_AXIS_LABEL = "cross-entropy ({unit} per stream token: words, </s>, next <s>)"
-
-
-def per_stream_token(nats_per_sentence: float, tokens_per_sentence: float) -> float:
-    """Nats per token of the training stream from nats and scored tokens (words + ``</s>``)
-    per sentence: one more, free, ``<s>`` per sentence.
-
-    Notes
-    -----
-    :math:`h_{stream} = \\frac{H_{sentence}}{\\bar n + 1}`, with :math:`\\bar n` the mean
-    number of scored tokens (words and ``</s>``) per sentence.
-
-    Examples
-    --------
-    >>> per_stream_token(6.0, 2.0)
-    2.0
-    """
-    return nats_per_sentence / (tokens_per_sentence + 1.0)
-
-
-def learning_references(truth, models: dict, heldout, tokenizer) -> tuple:
-    """Reference lines of a learning-curve figure, in :data:`STREAM_CONVENTION`.
-
-    Returns
-    -------
-    (dict, float or None, dict)
-        name -> nats per stream token of each model on ``heldout``; the true entropy on the
-        same scale (None without ``truth``); name -> the raw
-        :class:`~seqprob.analysis.truth.CrossEntropy` estimates (nats per scored token too).
-    """
+def heldout_cross_entropies(models: dict, heldout, tokenizer) -> dict:
+    """name -> :class:`~seqprob.analysis.truth.CrossEntropy` of each model on ``heldout``
+    (each model with its own tokenizer when it has one): the learning curves' reference lines,
+    which :func:`seqprob.plots.learning_curves` puts on the training stream's scale."""
     from ..analysis.truth import cross_entropy
     from ..protocols import model_tokenizer
 
-    raw = {name: cross_entropy(m, heldout, tokenizer=model_tokenizer(m, tokenizer))
-           for name, m in models.items()}
-    lines = {name: per_stream_token(ce.per_sentence, ce.n_tokens / ce.n_sentences)
-             for name, ce in raw.items()}
-    floor = None
-    if truth is not None:
-        h = truth.entropy()
-        floor = per_stream_token(h.per_sentence, h.expected_tokens)
-        if not math.isfinite(floor):
-            floor = None
-    return lines, floor, raw
+    return {name: cross_entropy(m, heldout, tokenizer=model_tokenizer(m, tokenizer))
+            for name, m in models.items()}

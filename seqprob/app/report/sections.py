@@ -229,7 +229,7 @@ def calibration(ctx: ReportContext, s: Section) -> None:
 
     lines = ctx.test_lines[: ctx.sizes["n_calibration"]]
     models = {ctx.model_name: ctx.model}
-    kn = next((n for n in ctx.baselines if n.startswith("kn")), None)
+    kn = next((n for n in ctx.baselines if n.startswith(("mkn", "kn"))), None)  # a Kneser-Ney beside the model
     if kn:
         models[kn] = ctx.baselines[kn]
     fig = new_figure(figsize=(5.2 * len(models), 4.8))
