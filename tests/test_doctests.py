@@ -37,7 +37,10 @@ WITH_EXAMPLES = ["seqprob.counts", "seqprob.arpa", "seqprob.ngram", "seqprob.ngr
                  "seqprob.sampling", "seqprob.tokenizers.simple", "seqprob.tokenizers.bpe",
                  "seqprob.truth.grammar", "seqprob.truth.toy_english", "seqprob.analysis.truth",
                  "seqprob.analysis.calibration", "seqprob.analysis.embeddings", "seqprob.analysis.lens",
-                 "seqprob.analysis.sparsity", "seqprob.registry", "seqprob.plots.scores"]
+                 "seqprob.analysis.sparsity", "seqprob.registry", "seqprob.plots.scores",
+                 "seqprob.nn", "seqprob.nn.norms", "seqprob.nn.linear", "seqprob.nn.activations",
+                 "seqprob.nn.dropout", "seqprob.nn.softmax", "seqprob.nn.attention", "seqprob.nn.loss",
+                 "seqprob.nn.rows"]
 
 
 @pytest.mark.parametrize("name", WITH_EXAMPLES)

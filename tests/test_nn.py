@@ -1,11 +1,14 @@
-"""Every layer's hand-written backward against float64 central finite differences."""
+"""Every layer's hand-written backward against float64 central finite differences; the
+library's attention and fused cross-entropy against the references of nn_reference."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import nn_reference as ref
 from budget import examples
 from seqprob import nn
+from seqprob.nn import linear, softmax
 
 EPS = 1e-6
 
@@ -91,36 +94,30 @@ def test_gelu_in_place_matches():
     close(y, expected, 1e-14)
 
 
-def _attention_ref(qkv, H):
-    B, T, C3 = qkv.shape
-    C = C3 // 3
-    hd = C // H
-    q, k, v = (qkv[..., i * C:(i + 1) * C].reshape(B, T, H, hd).transpose(0, 2, 1, 3) for i in range(3))
-    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(hd)
-    s = np.where(np.tril(np.ones((T, T), bool)), s, -np.inf)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    p /= p.sum(-1, keepdims=True)
-    return (p @ v).transpose(0, 2, 1, 3).reshape(B, T, C)
-
-
 @settings(max_examples=examples(15))
 @given(B=st.integers(1, 2), T=st.integers(1, 5), H=st.integers(1, 3), hd=st.integers(1, 3), seed=seeds)
 def test_attention_backward(B, T, H, hd, seed):
+    """The reference multi-head attention against central differences, then the library's
+    grouped-query kernels (one query head per key/value head) against the reference."""
     rng = np.random.default_rng(seed)
     qkv = rng.standard_normal((B, T, 3 * H * hd))
     R = rng.standard_normal((B, T, H * hd))
-    y, cache = nn.attention_forward(qkv, H)
-    close(y, _attention_ref(qkv, H), 1e-12)
-    f = lambda: float((nn.attention_forward(qkv, H)[0] * R).sum())  # noqa: E731
-    close(nn.attention_backward(R, cache), numgrad(f, qkv))
+    y, cache = ref.attention_forward(qkv, H)
+    f = lambda: float((ref.attention_forward(qkv, H)[0] * R).sum())  # noqa: E731
+    dqkv = ref.attention_backward(R, cache)
+    close(dqkv, numgrad(f, qkv))
+    got, got_cache = nn.grouped_attention_forward(*ref.split_heads(qkv, H), q_block=2)
+    close(got, y, 1e-12)
+    for grad, want in zip(nn.grouped_attention_backward(R, got_cache, q_block=2), ref.split_heads(dqkv, H)):
+        close(grad, want, 1e-12)
 
 
 def test_attention_is_causal():
     rng = np.random.default_rng(0)
     qkv = rng.standard_normal((1, 6, 12))
-    y1 = nn.attention_forward(qkv, 2)[0]
+    y1 = nn.grouped_attention_forward(*ref.split_heads(qkv, 2))[0]
     qkv[0, 4:] += 10.0
-    y2 = nn.attention_forward(qkv, 2)[0]
+    y2 = nn.grouped_attention_forward(*ref.split_heads(qkv, 2))[0]
     close(y1[0, :4], y2[0, :4], 1e-14)
 
 
@@ -131,12 +128,12 @@ def test_cross_entropy_backward(N, V, masked, seed):
     logits = rng.standard_normal((N, V)) * 3
     targets = rng.integers(0, V, N)
     mask = rng.random(N) > 0.3 if masked else None
-    loss, cache = nn.cross_entropy_forward(logits, targets, mask)
+    loss, cache = ref.cross_entropy_forward(logits, targets, mask)
     logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     w = np.ones(N) if mask is None else mask.astype(float)
     assert loss == pytest.approx(-(logp[np.arange(N), targets] * w).sum() / max(w.sum(), 1), abs=1e-12)
-    f = lambda: nn.cross_entropy_forward(logits, targets, mask)[0]  # noqa: E731
-    grad = nn.cross_entropy_backward(cache)
+    f = lambda: ref.cross_entropy_forward(logits, targets, mask)[0]  # noqa: E731
+    grad = ref.cross_entropy_backward(cache)
     close(grad, numgrad(f, logits))
     fused_loss, fused_grad = nn.cross_entropy_fused(logits.copy(), targets, mask, chunk=2)
     assert fused_loss == pytest.approx(loss, abs=1e-12)
@@ -158,7 +155,7 @@ def test_embedding_backward(N, V, C, seed):
 
 @settings(max_examples=examples(30))
 @given(N=st.integers(0, 12), V=st.integers(1, 9), C=st.integers(1, 5), seed=seeds,
-       sorted_min=st.sampled_from([0, nn.SORTED_SCATTER_MIN]), negative=st.booleans())
+       sorted_min=st.sampled_from([0, linear.SORTED_SCATTER_MIN]), negative=st.booleans())
 def test_embedding_column_major_table_agrees_with_row_major(N, V, C, seed, sorted_min, negative):
     """A column-major table (the GPT's tied W_U) gathers the same rows and adds the same
     gradient (ids repeated, negative ids as numpy reads them, an ``out`` that already holds
@@ -176,11 +173,11 @@ def test_embedding_column_major_table_agrees_with_row_major(N, V, C, seed, sorte
     start = rng.standard_normal((V, C))
     want = nn.embedding_backward(R, cache, out=start.copy())
     into = np.asfortranarray(start)
-    saved, nn.SORTED_SCATTER_MIN = nn.SORTED_SCATTER_MIN, sorted_min
+    saved, linear.SORTED_SCATTER_MIN = linear.SORTED_SCATTER_MIN, sorted_min
     try:
         assert nn.embedding_backward(R, cache_cols, out=into) is into
     finally:
-        nn.SORTED_SCATTER_MIN = saved
+        linear.SORTED_SCATTER_MIN = saved
     close(into, want, 1e-12)
 
 
@@ -206,7 +203,31 @@ def test_softmax_and_log_softmax_inplace():
     u = rng.standard_normal((3, 5)) * 50
     ref = u - np.log(np.exp(u - u.max(-1, keepdims=True)).sum(-1, keepdims=True)) - u.max(-1, keepdims=True)
     close(nn.log_softmax_inplace(u.copy()), ref, 1e-12)
-    p = nn.softmax_inplace(u.copy())
+    p = softmax.softmax_inplace(u.copy())
     close(p.sum(-1), np.ones(3), 1e-12)
     s = np.array([[0.0, -np.inf, -np.inf]])
-    close(nn.softmax_inplace(s), [[1.0, 0.0, 0.0]], 0)
+    close(softmax.softmax_inplace(s), [[1.0, 0.0, 0.0]], 0)
+
+
+def test_nn_package_imports_go_one_way_and_export_what_the_model_calls():
+    """The modules of seqprob.nn import each other without a circle, the package re-exports
+    exactly its ``__all__``, and the reference-only layers (multi-head attention on a fused
+    qkv, the two-pass cross-entropy) live in the tests, not in the library."""
+    import ast
+    import graphlib
+    from pathlib import Path
+
+    folder = Path(nn.__file__).parent
+    graph = {}
+    for path in folder.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        graph[path.stem] = {node.module for node in ast.walk(tree)
+                            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module}
+    graph.pop("__init__")
+    assert set().union(*graph.values()) <= set(graph)
+    tuple(graphlib.TopologicalSorter(graph).static_order())  # raises CycleError on a circle
+    assert sorted(nn.__all__) == sorted(name for name in vars(nn) if not name.startswith("_")
+                                        and callable(getattr(nn, name)))
+    library = {name for module in graph for name in vars(__import__(f"seqprob.nn.{module}", fromlist=["_"]))}
+    assert not {"attention_forward", "attention_backward", "split_heads", "cross_entropy_forward",
+                "cross_entropy_backward"} & library

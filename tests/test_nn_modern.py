@@ -5,8 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqprob import nn
+import nn_reference as ref
 from budget import examples
+from seqprob import nn
 
 
 def numeric_grad(f, x, eps=1e-6):
@@ -88,10 +89,16 @@ def test_grouped_attention_backward_and_group_sharing(seed, B, Hkv, G, T):
     loss = lambda: float((nn.grouped_attention_forward(q, k, v, q_block=2)[0] * w).sum())  # noqa: E731
     for got, arr in ((dq, q), (dk, k), (dv, v)):
         np.testing.assert_allclose(got, numeric_grad(loss, arr), atol=1e-6)
-    # repeating each kv head G times gives multi-head attention (nn.attention_forward)
+    # repeating each kv head G times gives multi-head attention (the reference); the gradient of
+    # a shared kv head is the sum over its group
     kr, vr = np.repeat(k, G, axis=1), np.repeat(v, G, axis=1)
     qkv = np.concatenate([z.transpose(0, 2, 1, 3).reshape(B, T, H * hd) for z in (q, kr, vr)], axis=-1)
-    np.testing.assert_allclose(y, nn.attention_forward(qkv, H)[0], atol=1e-12)
+    want, ref_cache = ref.attention_forward(qkv, H)
+    np.testing.assert_allclose(y, want, atol=1e-12)
+    ref_dq, ref_dk, ref_dv = ref.split_heads(ref.attention_backward(w, ref_cache), H)
+    fold = lambda a: a.reshape(B, Hkv, G, T, hd).sum(axis=2)  # noqa: E731
+    for got, want in ((dq, ref_dq), (dk, fold(ref_dk)), (dv, fold(ref_dv))):
+        np.testing.assert_allclose(got, want, atol=1e-12)
 
 
 def test_one_query_decoding_path_equals_the_general_path():

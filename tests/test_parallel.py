@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from seqprob import _parallel, nn
+from seqprob.nn import _chunks, softmax
 from seqprob.errors import InputError
 from seqprob.optim import AdamW
 from budget import examples
@@ -17,7 +18,7 @@ from budget import examples
 def threads(monkeypatch):
     """Force splitting even tiny arrays (MIN_WORK 1, chunks of 7 elements); yields a setter."""
     monkeypatch.setattr(_parallel, "MIN_WORK", 1)
-    monkeypatch.setattr(nn, "CHUNK", 7)
+    monkeypatch.setattr(_chunks, "CHUNK", 7)
     yield _parallel.set_num_threads
     _parallel.set_num_threads(None)
 
@@ -106,11 +107,12 @@ def _run_kernels(seed, shape, dtype):
     nn.gelu_forward(out["gelu_inplace"], out=out["gelu_inplace"])
     np.testing.assert_allclose(out["gelu_inplace"], u, rtol=1e-6, atol=1e-6)
     z = x.copy()
-    out["softmax"] = nn.softmax_inplace(z)
+    out["softmax"] = softmax.softmax_inplace(z)
     out["log_softmax"] = nn.log_softmax_inplace(x.copy().reshape(-1, C), tmp=np.empty((2 * N, C), dtype))
-    qkv = rng.standard_normal((2, N, 3 * 4)).astype(dtype)
-    att, cache = nn.attention_forward(qkv, 2, q_block=3)
-    out["attn"], out["attn_bwd"] = att, nn.attention_backward(rng.standard_normal(att.shape).astype(dtype), cache)
+    q, kv = rng.standard_normal((2, 4, N, 2)).astype(dtype), rng.standard_normal((2, 2, 2, N, 2)).astype(dtype)
+    att, cache = nn.grouped_attention_forward(q, kv[0], kv[1], q_block=3)
+    dq, dk, dv = nn.grouped_attention_backward(rng.standard_normal(att.shape).astype(dtype), cache, q_block=3)
+    out["attn"], out["attn_dq"], out["attn_dk"], out["attn_dv"] = att, dq, dk, dv
     logits, targets = x.reshape(-1, C).copy(), rng.integers(0, C, 2 * N)
     loss, grad = nn.cross_entropy_fused(logits, targets, chunk=3)
     out["xent"], out["xent_grad"] = np.array(loss), grad

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqprob import _parallel, nn
+from seqprob.nn import _chunks
 from seqprob.gpt import backward
 from seqprob.gpt.block import TrainBuffers, block_backward, block_forward
 from budget import examples
@@ -62,8 +63,8 @@ def test_blocked_attention_backward_equals_full_square(seed, B, Hkv, G, Tq, cach
 
 def force_chunks(monkeypatch, chunk):
     """Make one thread run every kernel chunk by chunk, ``chunk`` elements a piece."""
-    monkeypatch.setattr(nn, "WHOLE_MAX", 0)
-    monkeypatch.setattr(nn, "CHUNK", chunk)
+    monkeypatch.setattr(_chunks, "WHOLE_MAX", 0)
+    monkeypatch.setattr(_chunks, "CHUNK", chunk)
 
 
 @settings(max_examples=examples(20), deadline=None)

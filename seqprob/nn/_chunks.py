@@ -1,0 +1,69 @@
+"""Row chunking of the elementwise passes: an array's (N, width) view, and a pass run over
+cache-sized row chunks spread over the thread pool.
+
+Every row is computed by the same operations whatever the split, so a kernel gives the same
+values at any chunk size and thread count. The norms and the activations use it; the GEMMs
+never do (BLAS has its own threads).
+"""
+from __future__ import annotations
+
+from .. import _parallel
+
+CHUNK = 1 << 15  # elements per cache-sized piece of a row-blocked elementwise pass (128 KiB float32)
+WHOLE_MAX = 1 << 20  # elements up to which one thread runs a pass on the whole array; larger ones
+# go chunk by chunk (GELU gradient of 2048 x 1024 2.2x faster chunked). At 2^18 the small forwards
+# were within 5% either way, the Llama small training step 0.88-1.03 s against 0.76-0.78 s (A/B, 1 thread)
+CHEAP_MIN_WORK = 1 << 20  # per thread, for passes without transcendentals (LayerNorm, bias add):
+# below it the GIL hand-offs of many short ufunc calls on two threads cost more than they save
+
+
+def row_view(a, width):
+    """The (N, width) 2-D view of a C-contiguous array, or None (then work on it whole).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> row_view(np.zeros((2, 3, 4)), 4).shape
+    (6, 4)
+    >>> row_view(np.zeros((4, 3)).T, 4) is None
+    True
+    """
+    return a.reshape(-1, width) if a is not None and a.flags.c_contiguous else None
+
+
+def by_chunks(fn, n_rows, width, min_work=None):
+    """Run ``fn(lo, hi)`` over cache-sized row chunks, the chunks spread over the thread pool
+    (or once over all rows when the work stays on one thread).
+
+    Every row is computed by the same operations whatever the split, so the results do not
+    depend on the chunk size or the number of threads. On one thread, arrays larger than
+    ``WHOLE_MAX`` elements still run chunk by chunk: a multi-pass kernel (GELU and
+    its gradient) then reads each chunk from cache instead of memory (measured 2.2x faster on
+    the (2048, 1024) GELU gradient), the dozen Python calls per chunk costing far less.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(lo, hi)`` processes rows ``lo:hi``.
+    n_rows, width : int
+        Rows and elements per row of the arrays ``fn`` reads.
+    min_work : int, optional
+        Elements per thread below which the pass stays on one thread
+        (default ``_parallel.MIN_WORK``).
+
+    Returns
+    -------
+    list
+        One entry per thread block (what ``fn`` returned, or None for chunked blocks).
+    """
+    step = max(1, CHUNK // max(width, 1))
+
+    def run(lo, hi):
+        for a in range(lo, hi, step):
+            fn(a, min(a + step, hi))
+
+    if _parallel.num_threads() <= 1 or n_rows * width < 2 * (min_work or _parallel.MIN_WORK):
+        if n_rows * width <= WHOLE_MAX:
+            return [fn(0, n_rows)]  # one thread, an array in L2: whole-array passes (fewest calls)
+        return [run(0, n_rows)]  # one thread, a large array: each pass over a chunk still in cache
+    return _parallel.for_row_blocks(run, n_rows, n_rows * width, min_work)
