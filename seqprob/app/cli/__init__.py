@@ -13,7 +13,8 @@ from ...errors import SeqProbError
 __all__ = ["main", "build_parser"]
 
 # one module per sub-command, each with register(subparsers); imported lazily by build_parser.
-_COMMAND_MODULES = ("demo", "score", "tokenize", "sample", "ngram", "ppl", "train", "report", "compress")
+_COMMAND_MODULES = ("demo", "score", "tokenize", "sample", "ngram", "ppl", "train", "report", "compress",
+                    "explore")
 
 
 class _Parser(argparse.ArgumentParser):
