@@ -591,3 +591,25 @@ def test_a_model_that_fails_gets_a_500_and_the_server_goes_on(kn_path):
         response = post(c, "score", text=TEXT)
         assert response.status_code == 500 and "disk on fire" in response.json()["error"]
         assert ok(post(c, "score", text=TEXT, model="kn3"))["n_tokens"] == 6
+
+
+def test_a_byte_level_bpe_model_keeps_its_spaces():
+    """A GPT-2-style model (tiktoken encoding, leading-space tokens): rows exact, the sampled
+    token appended as decoded, word scores with the beginning-of-word correction."""
+    from seqprob.gpt import GPT
+    from seqprob.tokenizers import TiktokenTokenizer
+
+    folder = Path(__file__).parent / "fixtures" / "hf_gpt2" / "tiktoken"
+    tok = TiktokenTokenizer(folder / "enc.tiktoken")
+    model = GPT.from_hf(folder, tokenizer=tok)
+    ex = Explorer([serve_model("bpe", model)])
+    text = "the cat sat, on the mat!"
+    rows = ex.api_score(text)["tokens"]
+    df = sp.score(model, text, eos=False)
+    assert [r["text"] for r in rows] == df["token"].tolist() and " cat" in [r["text"] for r in rows]
+    assert [r["logprob"] for r in rows] == df["logprob"].tolist()
+    assert ex.models()["models"][0]["separator"] == "" and ex.models()["models"][0]["word_boundary"] == "leading_space"
+    out = ex.api_sample("the cat", seed=3)
+    assert out["text"] == tok.decode(tok.encode("the cat") + [out["token"]["id"]])
+    words = ex.api_words(text)["words"]
+    assert [w["logprob"] for w in words] == sp.word_scores(model, text, eos=False)["logprob"].tolist()
