@@ -65,8 +65,11 @@ def dumps(payload) -> bytes:
     >>> dumps({"logprob": float("-inf"), "p": np.float64(0.1)})
     b'{"logprob":"-inf","p":0.1}'
     """
-    return json.dumps(_plain(payload), allow_nan=False, ensure_ascii=False,
-                      separators=(",", ":")).encode("utf-8")
+    try:  # the C encoder, when the payload holds Python types and finite floats only
+        text = json.dumps(payload, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        text = json.dumps(_plain(payload), allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+    return text.encode("utf-8")
 
 
 # ----------------------------------------------------------------------------- JSON in
@@ -313,14 +316,11 @@ class Explorer:
         """``POST /api/score``: every token's row, its 10 likeliest alternatives, the totals."""
         served = self.model(model)
         df, (top_ids, top_lp) = self._score(served, text, keep=lambda rows: _top(rows, TOP))
-        strings = self._strings(served, top_ids)
-        tokens = []
+        strings, tokens = served.strings, []
         cols = [df[c].tolist() for c in ("position", "token", "token_id", "logprob", "surprisal_bits",
                                          "entropy_bits", "rank", "is_oov")]
-        for t, (pos, tok, tid, lp, bits, ent, rank, oov) in enumerate(zip(*cols)):
-            k = top_ids.shape[1] * t
-            top = [{"text": strings[k + j], "id": int(i), "logprob": float(v)}
-                   for j, (i, v) in enumerate(zip(top_ids[t], top_lp[t])) if v > -math.inf]
+        for pos, tok, tid, lp, bits, ent, rank, oov, ids, lps in zip(*cols, top_ids.tolist(), top_lp.tolist()):
+            top = [{"text": strings[i], "id": i, "logprob": v} for i, v in zip(ids, lps) if v > -math.inf]
             tokens.append({"position": pos, "text": tok, "id": tid, "logprob": lp, "surprisal_bits": bits,
                            "entropy_bits": ent, "rank": rank, "is_oov": oov, "top": top})
         lp = df["logprob"].to_numpy()

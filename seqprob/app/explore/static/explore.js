@@ -389,6 +389,7 @@
     const order = [...probs.keys()].filter((i) => probs[i] > 0).sort((a, b) => probs[b] - probs[a] || a - b).slice(0, 10);
     const box = $("next-bars");
     box.textContent = "";
+    box.setAttribute("data-context", state.rowContext);
     const vocab = state.rowVocab || [];
     for (const i of order) box.append(bar(vocab[i] ?? `#${i}`, probs[i], false));
     const ctx = $("next-context");
@@ -456,6 +457,7 @@
       if (fresh()) {
         state.compare = r;
         renderCompare(r);
+        $("compare").setAttribute("data-text", text);
         if (r.note) $("compare-hint").textContent += " " + r.note;
       }
     } catch (err) {
