@@ -59,7 +59,8 @@ def run(args) -> int:
     explorer = Explorer(load_served(args.models), max_bytes=args.max_bytes, max_tokens=args.max_tokens)
     if not is_loopback(args.host):
         warnings.warn(f"serving on {args.host}: anyone who can reach this machine on port {args.port} "
-                      "can use the page and its models (there is no password)", UserWarning, stacklevel=1)
+                      "can use the page and its models (there is no password); requests must name it "
+                      f"{args.host}, localhost or an --allow-host NAME", UserWarning, stacklevel=1)
     sock = bind(args.host, args.port)
     url = url_of(sock)
     app = create_app(explorer, allowed_hosts(args.host, args.allow_host))

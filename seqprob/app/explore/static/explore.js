@@ -404,6 +404,7 @@
     const box = textBox(), value = box.value, cursor = box.selectionStart;
     const prefix = value.slice(0, cursor), rest = value.slice(cursor);
     const seed = Math.max(0, Math.floor(Number($("seed").value) || 0)) + state.undo.length;
+    $("sample").disabled = true;  // one draw at a time: each extends the text the next one reads
     try {
       const r = await api("/api/sample", { text: prefix, model: state.model, temperature: temperature(),
         top_k: topK(), top_p: topP(), seed });
@@ -415,6 +416,8 @@
       textChanged();
     } catch (err) {
       showError("next-context", err);
+    } finally {
+      $("sample").disabled = state.ended;
     }
   }
 
