@@ -27,20 +27,20 @@ def register(sub) -> None:
                     "distribution under temperature / top-k / top-p with a sample button, several "
                     "models side by side (with the exact toy language: P* and the KL per position), "
                     "and a GPT's attention and logit lens. Needs pip install \"seqprob[explore]\". "
-                    "Stop it with Ctrl-C.")
+                    "Stop it with Ctrl-C. Example: seqprob explore default kn3.arpa toy_english")
     p.add_argument("models", nargs="*", metavar="MODEL",
                    help="NAME=SPEC or SPEC: a model file or folder (as --model of the other commands), "
                         "'default' (the shipped GPT) or 'toy_english' (the exact toy language P*); "
                         "named by NAME or the file's stem (default: the shipped GPT)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to serve on (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=_port, default=8000, help="port (default 8000; 0: any free port)")
+    p.add_argument("--port", type=_port, default=8000, metavar="N", help="port (default 8000; 0: any free port)")
     p.add_argument("--no-browser", action="store_true", help="do not open the page in a browser")
     p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                    help="also answer to requests for this host name (repeatable); others get 400")
-    p.add_argument("--max-bytes", type=positive_int, default=100_000,
+    p.add_argument("--max-bytes", type=positive_int, default=100_000, metavar="N",
                    help="largest request body and text, in bytes (default 100000)")
-    p.add_argument("--max-tokens", type=positive_int, default=4096,
+    p.add_argument("--max-tokens", type=positive_int, default=4096, metavar="N",
                    help="largest text, in tokens (default 4096)")
     p.set_defaults(func=run)
 
