@@ -15,7 +15,8 @@ from ._common import did_you_mean
 __all__ = ["main", "build_parser", "did_you_mean"]
 
 # one module per sub-command, each with register(subparsers); imported lazily by build_parser.
-_COMMAND_MODULES = ("demo", "score", "tokenize", "sample", "ngram", "ppl", "train", "report", "compress")
+_COMMAND_MODULES = ("demo", "score", "tokenize", "sample", "ngram", "ppl", "train", "report", "compress",
+                    "explore")
 
 
 class _Parser(argparse.ArgumentParser):
