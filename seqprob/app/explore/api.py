@@ -328,8 +328,8 @@ class Explorer:
 
     def api_words(self, text: str, model=None) -> dict:
         """``POST /api/words``: :func:`seqprob.word_scores` rows (eos=False) of the text."""
-        from ...windows import context_size
-        from ...words import word_scores
+        from ...scoring.core import context_size
+        from ...scoring import word_scores
 
         served = self.model(model)
         n = len(self._ids(served, text)) + 1  # the inputs word_scores reads: x_0 and the tokens

@@ -70,7 +70,7 @@ class ServedModel:
 
     def info(self) -> dict:
         """The model's row of ``GET /api/models``."""
-        from ...windows import context_size
+        from ...scoring.core import context_size
 
         model, config = self.model, getattr(self.model, "config", None)
         context = context_size(model)
