@@ -438,3 +438,10 @@ def test_stupid_backoff_is_written_as_sqlm_and_scored_as_scores(corpus, tmp_path
     capsys.readouterr()
     assert main(["ppl", "--model", str(tmp_path / "s.sqlm"), str(corpus)]) == 0
     assert "not a normalized distribution" in capsys.readouterr().err
+
+
+def test_sample_names_its_option_for_a_bad_count(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["sample", "the", "-n", "-1"])
+    assert info.value.code == 2
+    assert "argument -n/--num-samples: must be an integer >= 1, got -1" in capsys.readouterr().err

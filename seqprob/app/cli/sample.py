@@ -1,7 +1,8 @@
 """``seqprob sample``: draw text from a model with temperature, top-k and top-p."""
 from __future__ import annotations
 
-from ._common import add_model_options, load_model, load_tokenizer_arg, print_frame, progress_wanted, seed_int
+from ._common import (add_model_options, load_model, load_tokenizer_arg, positive_int, print_frame, progress_wanted,
+                      seed_int)
 
 
 def register(sub) -> None:
@@ -12,7 +13,7 @@ def register(sub) -> None:
                     "nucleus. Same --seed, same output.")
     p.add_argument("prompt", nargs="?", default="", help="text to continue (default: empty)")
     add_model_options(p)
-    p.add_argument("-n", "--num-samples", type=int, default=1, help="number of samples (default 1)")
+    p.add_argument("-n", "--num-samples", type=positive_int, default=1, help="number of samples (default 1)")
     p.add_argument("--max-new-tokens", type=int, default=30, help="tokens to generate at most (default 30)")
     p.add_argument("--temperature", type=float, default=1.0, help="T > 0; small T ~ argmax (default 1)")
     p.add_argument("--top-k", type=int, help="sample only among the k most likely tokens")
