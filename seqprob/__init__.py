@@ -5,7 +5,7 @@ tables, ARPA files, the exact toy language) plugs into one contract and one set 
 sampling and plotting tools.
 """
 from . import analysis, errors, functional, ngram, registry
-from .arpa import ArpaModel, read_arpa, write_arpa
+from .ngram.arpa import ArpaModel, read_arpa, write_arpa
 from .ngram.binary import build_binary, load_ngram
 from .errors import SeqProbError
 from .gpt import GPT, GPTConfig

@@ -36,7 +36,7 @@ __all__ = ["ModelFormat", "register_model_format", "model_formats", "load_model"
            "register_model_class", "model_class", "class_name", "default_model", "default_model_dir"]
 
 #: Modules whose import registers a format or class (imported before any lookup).
-_BUILTIN_FAMILIES = ("seqprob.gpt", "seqprob.gpt.checkpoint", "seqprob.gpt.hf", "seqprob.arpa",
+_BUILTIN_FAMILIES = ("seqprob.gpt", "seqprob.gpt.checkpoint", "seqprob.gpt.hf", "seqprob.ngram.arpa",
                      "seqprob.truth.grammar")
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from budget import examples
-from seqprob.arpa import ArpaModel, read_arpa, write_arpa
+from seqprob.ngram.arpa import ArpaModel, read_arpa, write_arpa
 from seqprob.errors import ArpaFormatError, InputError, SeqProbFileError
 from seqprob.functional import LN10, logsumexp
 from seqprob.ngram import (MLE, AbsoluteDiscount, AddK, DiscountFallbackWarning, KneserNey,
@@ -72,7 +72,7 @@ def test_refuses_models_without_an_arpa_form(tmp_path):
 def test_write_failure_keeps_the_old_file(tmp_path, monkeypatch):
     path = write_arpa(MLE(order=1).fit(CORPUS), tmp_path / "m.arpa")
     before = path.read_text()
-    import seqprob.arpa as arpa_mod
+    import seqprob.ngram.arpa as arpa_mod
 
     monkeypatch.setattr(arpa_mod, "_section_text", lambda *a: 1 / 0)
     with pytest.raises(ZeroDivisionError):

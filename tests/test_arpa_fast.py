@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from seqprob import _arpa_fast as fast
-from seqprob import arpa
+from seqprob.ngram import _arpa_fast as fast
+from seqprob.ngram import arpa
 from seqprob.functional import LN10
 from seqprob.ngram import MLE, DiscountFallbackWarning, KneserNey, ModifiedKneserNey, WittenBell
 from budget import examples

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import seqprob as sp
-from seqprob.arpa import read_arpa, write_arpa
+from seqprob.ngram.arpa import read_arpa, write_arpa
 from seqprob.app.cli import main
 from seqprob.errors import FileFormatError, InputError, SeqProbFileError
 from seqprob.ngram import DiscountFallbackWarning, KneserNey, ModifiedKneserNey, StupidBackoff, WittenBell

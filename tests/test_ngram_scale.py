@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqprob.arpa import write_arpa
-from seqprob.counts import count_ngrams, count_sequences
+from seqprob.ngram.arpa import write_arpa
+from seqprob.ngram.counts import count_ngrams, count_sequences
 from seqprob.errors import InputError, MemoryBudgetError, SeqProbFileError
 from seqprob.ngram import MLE, KneserNey, ModifiedKneserNey, WittenBell
 from seqprob.ngram import _external

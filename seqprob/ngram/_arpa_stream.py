@@ -1,6 +1,6 @@
 """An ARPA writer that formats the tables block by block, in bounded memory.
 
-It writes the same bytes as :func:`seqprob.arpa.write_arpa` (a test checks it) but never holds
+It writes the same bytes as :func:`seqprob.ngram.arpa.write_arpa` (a test checks it) but never holds
 the text of a whole order: each block of rows gets its words by walking the prefix-linked keys
 down to the unigrams, and is formatted and written before the next one.
 """
@@ -46,7 +46,7 @@ def write_arpa_stream(tables: BackoffTables, vocab: Vocab, path, block_rows: int
     -----
     Line of n-gram (h, w): ``log10 P(w | h) <TAB> h w [<TAB> log10 gamma(h w)]`` with
     log10 x = ln x / ln 10 and ``%.10g`` digits; probability 0 as -99, ``<s>`` as 0; no back-off
-    column at the highest order (KenLM's layout, exactly :func:`seqprob.arpa.write_arpa`).
+    column at the highest order (KenLM's layout, exactly :func:`seqprob.ngram.arpa.write_arpa`).
 
     Examples
     --------
@@ -79,9 +79,9 @@ def write_header(handle, sizes: list) -> None:
 
 def write_section(handle, tables, m: int, names: np.ndarray, vocab: Vocab, bar, release=None,
                   block_rows: int | None = None) -> None:
-    """Write the ``\\m-grams:`` section a few MB at a time with :func:`seqprob.arpa.write_arpa`'s
+    """Write the ``\\m-grams:`` section a few MB at a time with :func:`seqprob.ngram.arpa.write_arpa`'s
     vectorized formatter (``release()`` after each chunk)."""
-    from ..arpa import _section_text  # lazy: seqprob.arpa imports this package
+    from .arpa import _section_text  # lazy: seqprob.arpa imports this package
 
     handle.write(b"\n\\%d-grams:\n" % m)
     for lines, chunk in _section_text(tables, m, names, vocab, block_rows):
@@ -93,9 +93,9 @@ def write_section(handle, tables, m: int, names: np.ndarray, vocab: Vocab, bar, 
 
 def arpa_names(vocab: Vocab) -> np.ndarray:
     """(V, longest) byte matrix of the ARPA spelling of every id (``<s>``, ``</s>``, ``<unk>``),
-    refusing tokens an ARPA file cannot hold (the checks of :func:`seqprob.arpa.write_arpa`)."""
-    from .._arpa_fast import name_matrix
-    from ..arpa import _arpa_names
+    refusing tokens an ARPA file cannot hold (the checks of :func:`seqprob.ngram.arpa.write_arpa`)."""
+    from ._arpa_fast import name_matrix
+    from .arpa import _arpa_names
 
     names = _arpa_names(vocab)
     if any("\0" in name for name in names):

@@ -30,7 +30,7 @@ import logging
 
 import numpy as np
 
-from ..counts import NGramCounts, lookup_keys
+from .counts import NGramCounts, lookup_keys
 from ..errors import InputError
 from ._dask import _count, _guard, dask_vocabulary, partitions, shared
 from ._interpolate import count_of_counts, safe_log

@@ -10,7 +10,7 @@ vectorized pass:
 - vocabulary ids: a word of at most 8 bytes *is* an integer (its bytes, zero-padded), looked up
   in the direct-mapped table of a :class:`WordIndex` (one cache-resident read; a shared slot
   holds its likeliest name, the others are found in a :class:`~seqprob.ngram._probe.ProbeIndex`);
-  longer words go through :class:`seqprob._arpa_fast.VocabIndex` (a hash of all their bytes,
+  longer words go through :class:`seqprob.ngram._arpa_fast.VocabIndex` (a hash of all their bytes,
   every match checked byte for byte); unknown words become ``<unk>``;
 - the stream ``<s> w .. </s> <s> ..`` is laid out with a mask of the positions that have a
   history, scored by the model (:func:`score_chain` straight from that mask for back-off
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _arpa_fast as fast
+from . import _arpa_fast as fast
 from .._io import CorpusFile
 from .._parallel import for_row_blocks, num_threads
 from ..tokenizers import WhitespaceTokenizer
@@ -179,7 +179,7 @@ class WordIndex:
     per name gives the id (one 4-byte read, checked against the name's integer). A slot
     shared by several names holds the likeliest of them, marked shared (the sign bit): only a
     word that is not that name reads on, in a :class:`ProbeIndex` of all short names. Longer
-    names go through :class:`seqprob._arpa_fast.VocabIndex`.
+    names go through :class:`seqprob.ngram._arpa_fast.VocabIndex`.
 
     Examples
     --------

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .._io import atomic_write
-from ..counts import NGramCounts
+from .counts import NGramCounts
 from ..errors import InputError
 from ..vocab import Vocab
 from ._arpa_stream import arpa_names, progress_bar, write_header, write_section

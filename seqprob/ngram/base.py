@@ -8,7 +8,7 @@ import logging
 import numpy as np
 
 from ..base import BaseLanguageModel
-from ..counts import NGramCounts, check_order, count_ngrams
+from .counts import NGramCounts, check_order, count_ngrams
 from ..checks import check_int
 from ..errors import InputError, fitted
 from ..tokenizers import Tokenizer, WhitespaceTokenizer

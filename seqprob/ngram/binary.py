@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from .._io import as_path, atomic_write
-from ..counts import KeyHash
+from .counts import KeyHash
 from ..errors import FileFormatError, InputError, SeqProbFileError
 from ..tokenizers import WhitespaceTokenizer
 from ..vocab import Vocab
@@ -98,7 +98,7 @@ class SlotHash:
         return out
 
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # the multiplier of seqprob.counts.KeyHash
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # the multiplier of seqprob.ngram.counts.KeyHash
 
 
 def _check_rows(row: np.ndarray, n_keys: int) -> None:
@@ -249,7 +249,7 @@ def load_ngram(path, verify: bool = False):
     >>> load_ngram(p, verify=True).order
     3
     """
-    from ..arpa import ArpaModel
+    from .arpa import ArpaModel
 
     path = str(as_path(path))
     data = _map(path)
@@ -369,13 +369,13 @@ def build_binary(arpa_path, out_path, hash: bool = True) -> Path:
     Examples
     --------
     >>> import tempfile, os
-    >>> from seqprob.arpa import write_arpa
+    >>> from seqprob.ngram.arpa import write_arpa
     >>> from seqprob.ngram import WittenBell
     >>> d = tempfile.mkdtemp()
     >>> a = write_arpa(WittenBell(order=2).fit(["a b"]), os.path.join(d, "m.arpa"))
     >>> build_binary(a, os.path.join(d, "m.sqlm")).name
     'm.sqlm'
     """
-    from ..arpa import read_arpa
+    from .arpa import read_arpa
 
     return save_ngram(read_arpa(arpa_path), out_path, hash=hash)

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from ..checks import check_real
-from ..counts import NGramCounts
+from .counts import NGramCounts
 from ..errors import InputError
 from ..vocab import Vocab
 from ._interpolate import (_n_predictable, count_of_counts, interpolated_tables,

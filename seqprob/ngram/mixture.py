@@ -18,7 +18,7 @@ from ..base import BaseLanguageModel
 from ..errors import InputError, has_attribute
 from ..functional import logsumexp
 from ..vocab import check_ids
-from ..counts import lookup_keys
+from .counts import lookup_keys
 from .prune import TablesModel, last_logprob, recompute_backoffs, suffix_rows
 from .tables import BackoffTables
 

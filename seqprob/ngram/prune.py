@@ -11,7 +11,7 @@ import logging
 
 import numpy as np
 
-from ..counts import lookup_keys
+from .counts import lookup_keys
 from ..errors import InputError
 from .base import BackoffLanguageModel
 from .tables import BackoffTables

@@ -109,7 +109,7 @@ def run_build_binary(args) -> int:
 def run_fit(args) -> int:
     """Fit, then write the ARPA file atomically; warnings (discount fallback) go to stderr."""
     from ..._io import read_lines
-    from ...arpa import write_arpa
+    from ...ngram.arpa import write_arpa
 
     refuse_overwriting_inputs(args.output, args.corpus)
     model = build_model(args)

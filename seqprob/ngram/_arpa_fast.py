@@ -1,6 +1,6 @@
 """Whole-column ARPA text: ``%.10g`` formatting and number/word parsing with numpy.
 
-The ARPA writer and reader of :mod:`seqprob.arpa` spend their time on millions of short
+The ARPA writer and reader of :mod:`seqprob.ngram.arpa` spend their time on millions of short
 fields. Here each field kind is handled as one array operation over a byte matrix:
 
 - :func:`format_g10` turns floats into the exact bytes of C's ``"%.10g"`` (Python's

@@ -27,16 +27,16 @@ from pathlib import Path
 import numpy as np
 
 from . import _arpa_fast as _fast
-from . import _parallel
-from ._io import as_path, atomic_write
+from .. import _parallel
+from .._io import as_path, atomic_write
 from .counts import MAX_ORDER, lookup_keys
-from .errors import ArpaFormatError, InputError, SeqProbFileError
-from .functional import LN10
-from .ngram._arpa_stream import arpa_names, write_header, write_section
-from .ngram.base import BackoffLanguageModel
-from .ngram.tables import BackoffTables
-from .tokenizers import WhitespaceTokenizer
-from .vocab import BOS, EOS, UNK, Vocab
+from ..errors import ArpaFormatError, InputError, SeqProbFileError
+from ..functional import LN10
+from ._arpa_stream import arpa_names, write_header, write_section
+from .base import BackoffLanguageModel
+from .tables import BackoffTables
+from ..tokenizers import WhitespaceTokenizer
+from ..vocab import BOS, EOS, UNK, Vocab
 
 __all__ = ["read_arpa", "write_arpa", "ArpaModel"]
 
@@ -102,7 +102,7 @@ def read_arpa(path, progress: bool | None = None) -> ArpaModel:
     Notes
     -----
     Sections are parsed a whole column at a time (numbers by C ``strtod``, words by a hash of
-    their bytes checked byte for byte; :mod:`seqprob._arpa_fast`); a file with anything
+    their bytes checked byte for byte; :mod:`seqprob.ngram._arpa_fast`); a file with anything
     unusual (another kind of whitespace, ``inf``, a malformed line...) is read line by line
     instead, which gives the same model or names the offending line.
 
@@ -567,7 +567,7 @@ def write_arpa(model, path, progress: bool | None = None) -> Path:
     it is never predicted). Numbers carry 10 significant digits (``"%.10g"``).
 
     Lines are assembled a chunk at a time as byte matrices (numbers formatted by
-    :func:`seqprob._arpa_fast.format_g10`, words gathered from a padded name matrix): no
+    :func:`seqprob.ngram._arpa_fast.format_g10`, words gathered from a padded name matrix): no
     Python work per n-gram.
 
     Examples
@@ -680,7 +680,7 @@ def _block_text(tables: BackoffTables, m: int, words: list, vocab: Vocab, lo: in
 
 
 # ------------------------------------------------ this family joins the model registry
-from .registry import register_model_format  # noqa: E402  (a leaf module: no cycle)
+from ..registry import register_model_format  # noqa: E402  (a leaf module: no cycle)
 
 
 def _is_arpa_file(path) -> bool:
