@@ -167,7 +167,7 @@ def load_model(path=None):
     >>> path = os.path.join(tempfile.mkdtemp(), "kn2.arpa")
     >>> _ = sp.write_arpa(kn, path)
     >>> type(sp.load_model(path)).__name__
-    'ArpaModel'
+    'BackoffTablesModel'
     """
     if path is None or (str(path) == "default" and not os.path.exists("default")):
         return default_model()

@@ -34,7 +34,6 @@ from . import _arpa_fast as fast
 from .._io import CorpusFile
 from .._parallel import for_row_blocks, num_threads
 from ..tokenizers import WhitespaceTokenizer
-from .base import BackoffLanguageModel
 from ._probe import ROW, ProbeIndex, _bucket, score_chain
 
 SUM_FIELDS = ("n_sentences", "n_tokens", "n_oov", "n_zeros", "logprob", "logprob_excl_oov",
@@ -300,7 +299,7 @@ def _add_block(model, words: dict, eos: bool, sums: dict) -> None:
     n = len(count)
     stream, start, has_history = _layout(vocab, ids, count, eos)
     lp = _score(model, stream, start, has_history)  # (L,) NaN at each <s>
-    lp[start] = 0.0  # (now a sum over the whole stream is one over the scored tokens)
+    lp[start] = 0.0  # so that a sum over the whole stream is one over the scored tokens
     is_oov = stream == vocab.unk_id  # (L,) every unknown word was mapped to <unk>
     total = float(lp.sum())
     n_oov = int(np.count_nonzero(is_oov))
@@ -348,7 +347,7 @@ def _layout(vocab, ids: np.ndarray, count: np.ndarray, eos: bool):
 def _score(model, stream: np.ndarray, start: np.ndarray, has_history: np.ndarray) -> np.ndarray:
     """The model's log P of each stream position (NaN at each ``<s>``): by :func:`score_chain`
     straight from the history mask when the model scores through its back-off tables."""
-    if type(model)._score_stream is BackoffLanguageModel._score_stream:
+    if getattr(model, "scores_from_tables", False):
         tables = model._tables()
         if not tables.unlisted_logbow:
             return score_chain(tables, stream, has_history)

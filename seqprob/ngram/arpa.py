@@ -17,6 +17,7 @@ Anything malformed raises :class:`~seqprob.errors.ArpaFormatError` naming the 1-
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import logging
 import math
@@ -32,56 +33,34 @@ from .._io import as_path, atomic_write
 from .counts import MAX_ORDER, lookup_keys
 from ..errors import ArpaFormatError, InputError, SeqProbFileError
 from ..functional import LN10
-from ._arpa_stream import arpa_names, write_header, write_section
-from .base import BackoffLanguageModel
+from .base import BackoffTablesModel
 from .tables import BackoffTables
 from ..tokenizers import WhitespaceTokenizer
 from ..vocab import BOS, EOS, UNK, Vocab
 
-__all__ = ["read_arpa", "write_arpa", "ArpaModel"]
+__all__ = ["read_arpa", "write_arpa", "arpa_writer", "ArpaModel", "BLOCK_BYTES"]
 
 log = logging.getLogger(__name__)
 
 _ZERO = -99.0  # SRILM's log10 pseudo-zero
 
 
-class ArpaModel(BackoffLanguageModel):
-    """A back-off n-gram model read from an ARPA file (see :func:`read_arpa`).
+#: The model :func:`read_arpa` returns: another name of
+#: :class:`~seqprob.ngram.base.BackoffTablesModel` (the one model made of back-off tables, also
+#: what ``load_ngram``, ``prune_entropy`` and ``Mixture.to_backoff`` give), kept as
+#: ``seqprob.ArpaModel``.
+ArpaModel = BackoffTablesModel
 
-    Attributes
-    ----------
-    tables_ : BackoffTables
-    vocab_ : Vocab
-        ``<unk>``, ``<s>``, ``</s>`` at ids 0, 1, 2, then the unigrams in file order.
-    tokenizer_ : WhitespaceTokenizer
-        Splits text on whitespace; unknown words become ``<unk>``.
-    path : str or None
-    """
 
-    def __init__(self, tables: BackoffTables, vocab: Vocab, path: str | None = None):
-        self.tables_ = tables
-        self.vocab_ = vocab
-        self.tokenizer_ = WhitespaceTokenizer(vocab)
-        self.path = path
-
-    @property
-    def order(self) -> int:
-        """N, the highest order in the file."""
-        return self.tables_.order
-
-    @property
-    def tokenizer(self) -> WhitespaceTokenizer:
-        return self.tokenizer_
-
-    def __repr__(self) -> str:
-        return f"ArpaModel(order={self.order}, ngrams={self.tables_.sizes()}, path={self.path!r})"
+def _model(tables: BackoffTables, vocab: Vocab, path: str) -> BackoffTablesModel:
+    return BackoffTablesModel(tables, vocab, WhitespaceTokenizer(vocab), path=path)
 
 
 # ---------------------------------------------------------------------------- reading
 
 
-def read_arpa(path, progress: bool | None = None) -> ArpaModel:
-    """Read an ARPA file (``.gz`` is decompressed) into an :class:`ArpaModel`.
+def read_arpa(path, progress: bool | None = None) -> BackoffTablesModel:
+    """Read an ARPA file (``.gz`` is decompressed) into a back-off model.
 
     Parameters
     ----------
@@ -92,7 +71,10 @@ def read_arpa(path, progress: bool | None = None) -> ArpaModel:
 
     Returns
     -------
-    ArpaModel
+    BackoffTablesModel
+        Its tables, vocabulary (``<unk>``, ``<s>``, ``</s>`` at ids 0, 1, 2, then the unigrams
+        in file order), a :class:`WhitespaceTokenizer` (unknown words become ``<unk>``) and
+        ``path``.
 
     Raises
     ------
@@ -123,7 +105,7 @@ def read_arpa(path, progress: bool | None = None) -> ArpaModel:
     return model
 
 
-def _read_lines(data: bytes, path: str) -> ArpaModel:
+def _read_lines(data: bytes, path: str) -> BackoffTablesModel:
     """The line-by-line reader: slower, but it names the line of any error."""
     lines = _decode_lines(data, path)
     declared, sections, _ = _parse_structure(lines, path)
@@ -274,7 +256,7 @@ def _to_nats(log10_values: np.ndarray) -> np.ndarray:
     return np.where(log10_values == _ZERO, -np.inf, log10_values * LN10)
 
 
-def _build(lines: list, declared: dict, sections: dict, path: str) -> ArpaModel:
+def _build(lines: list, declared: dict, sections: dict, path: str) -> BackoffTablesModel:
     N = len(declared)
     linenos = sections[1][1]
     words, probs, bows = _parse_entries(lines, linenos, 1, N == 1, path)
@@ -289,7 +271,7 @@ def _build(lines: list, declared: dict, sections: dict, path: str) -> ArpaModel:
         logp.append(_to_nats(probs)[perm])
         logbow.append(_to_nats(bows)[perm])
     tables = BackoffTables(V, keys, logp, logbow[: N - 1])
-    return ArpaModel(tables, vocab, path)
+    return _model(tables, vocab, path)
 
 
 def _section_keys(words: list, linenos: list, m: int, vocab: Vocab, keys: list, path: str):
@@ -372,7 +354,7 @@ class _Unusual(Exception):
     """The column reader met something that only the line reader handles or reports."""
 
 
-def _read_fast(data: bytes, path: str, progress) -> ArpaModel | None:
+def _read_fast(data: bytes, path: str, progress) -> BackoffTablesModel | None:
     """The model of a well-formed file, parsed column by column; None for anything else."""
     odd = _ODD_ASCII
     if not data.isascii():
@@ -394,7 +376,7 @@ def _read_fast(data: bytes, path: str, progress) -> ArpaModel | None:
     return model
 
 
-def _columns_model(data: bytes, path: str, progress) -> ArpaModel:
+def _columns_model(data: bytes, path: str, progress) -> BackoffTablesModel:
     declared, sections = _split_sections(data)
     N = len(declared)
     with _bar(sum(declared.values()), "reading ARPA", progress) as bar:
@@ -418,7 +400,7 @@ def _columns_model(data: bytes, path: str, progress) -> ArpaModel:
             logp.append(_to_nats(probs)[perm])
             logbow.append(_to_nats(bows)[perm])
             bar.update(len(k))
-    return ArpaModel(BackoffTables(V, keys, logp, logbow[: N - 1]), vocab, path)
+    return _model(BackoffTables(V, keys, logp, logbow[: N - 1]), vocab, path)
 
 
 def _split_sections(data: bytes):
@@ -546,7 +528,7 @@ def write_arpa(model, path, progress: bool | None = None) -> Path:
 
     Parameters
     ----------
-    model : a fitted seqprob n-gram model or :class:`ArpaModel`
+    model : a fitted seqprob n-gram model or one read from a file
         Any estimator whose rows are back-off expressible: ``ModifiedKneserNey``,
         ``KneserNey``, ``WittenBell``, ``AbsoluteDiscount``, ``MLE`` (zeros written as -99),
         ``AddK`` of order 1. ``StupidBackoff`` (not normalized) and ``AddK`` of order > 1 (not a
@@ -566,9 +548,10 @@ def write_arpa(model, path, progress: bool | None = None) -> Path:
     no back-off column; probability 0 is written as -99; ``<s>`` as 0 (KenLM's convention:
     it is never predicted). Numbers carry 10 significant digits (``"%.10g"``).
 
-    Lines are assembled a chunk at a time as byte matrices (numbers formatted by
-    :func:`seqprob.ngram._arpa_fast.format_g10`, words gathered from a padded name matrix): no
-    Python work per n-gram.
+    Lines are assembled a block of about :data:`BLOCK_BYTES` at a time as byte matrices
+    (numbers formatted by :func:`seqprob.ngram._arpa_fast.format_g10`, words gathered from a
+    padded name matrix): no Python work per n-gram, and memory bounded by the block, not by
+    the model.
 
     Examples
     --------
@@ -584,20 +567,71 @@ def write_arpa(model, path, progress: bool | None = None) -> Path:
     if not hasattr(model, "_tables"):
         raise InputError(f"write_arpa needs a seqprob n-gram model, got {type(model).__name__}")
     tables = model._tables()
-    vocab = model.vocab
-    name_bytes = arpa_names(vocab)  # (V, longest name)
-    path = as_path(path)
-    sizes = tables.sizes()
-    with atomic_write(path, "wb") as handle, _bar(sum(sizes), "writing ARPA", progress) as bar:
-        write_header(handle, sizes)
+    with arpa_writer(path, model.vocab, tables.sizes(), progress) as out:
         for m in range(1, tables.order + 1):
-            write_section(handle, tables, m, name_bytes, vocab, bar)
+            out.section(tables, m)
+    return out.path
+
+
+#: Bytes of ARPA text formatted per block (a few MB: large enough that the per-block numpy
+#: calls cost nothing, small enough that a block's byte matrices stay far below the model).
+BLOCK_BYTES = 1 << 22
+
+
+@contextlib.contextmanager
+def arpa_writer(path, vocab: Vocab, sizes: list, progress: bool | None = None, desc: str = "writing ARPA"):
+    """An ARPA file written section by section, atomically: the one writer of
+    :func:`write_arpa` and of the streamed fit (which hands each order over as soon as its
+    back-off weights are known).
+
+    Parameters
+    ----------
+    path : str or path-like
+    vocab : Vocab
+        Distinct ``<s>`` and ``</s>``; no token with whitespace or NUL (refused here, before
+        anything is written).
+    sizes : list of int
+        N-grams per order, for the ``\\data\\`` header.
+    progress : bool or None
+        Progress bar over the n-grams (None: only for over a million n-grams on a terminal).
+
+    Yields
+    ------
+    ArpaSections
+        ``section(tables, m)`` writes order m; the file ends (``\\end\\``) and is renamed into
+        place when the block exits without an error, and is removed otherwise.
+    """
+    names = arpa_names(vocab)
+    path = as_path(path)
+    with atomic_write(path, "wb") as handle, _bar(sum(sizes), desc, progress) as bar:
+        handle.write(b"\\data\\\n" + b"".join(b"ngram %d=%d\n" % (m, n) for m, n in enumerate(sizes, 1)))
+        out = ArpaSections(handle, names, vocab, bar, path)
+        yield out
         handle.write(b"\n\\end\\\n")
-    log.info("wrote %s: n-grams %s", path, sizes)
-    return path
+    log.info("wrote %s: n-grams %s", path, list(sizes))
 
 
-def _arpa_names(vocab: Vocab) -> list:
+class ArpaSections:
+    """The sections of an ARPA file being written (see :func:`arpa_writer`)."""
+
+    def __init__(self, handle, names: np.ndarray, vocab: Vocab, bar, path: Path):
+        self.handle, self.names, self.vocab, self.bar, self.path = handle, names, vocab, bar, path
+
+    def section(self, tables, m: int, release=None) -> None:
+        """Write the ``\\m-grams:`` section of ``tables`` (anything with ``keys``, ``logp``,
+        ``logbow``, ``order`` and ``vocab_size`` like :class:`BackoffTables`), a block at a
+        time; ``release()`` after each block (the streamed fit drops its mapped pages)."""
+        self.handle.write(b"\n\\%d-grams:\n" % m)
+        for lines, chunk in _section_text(tables, m, self.names, self.vocab):
+            self.handle.write(chunk)
+            self.bar.update(lines)
+            if release is not None:
+                release()
+
+
+def arpa_names(vocab: Vocab) -> np.ndarray:
+    """(V, longest) byte matrix of the ARPA spelling of every id (``<s>``, ``</s>``, ``<unk>``),
+    refusing tokens an ARPA file cannot hold."""
     if vocab.bos_id is None or vocab.eos_id is None or vocab.bos_id == vocab.eos_id:
         raise InputError("an ARPA file needs distinct <s> and </s> tokens; this vocabulary has "
                          f"bos={vocab.bos!r}, eos={vocab.eos!r}")
@@ -613,7 +647,9 @@ def _arpa_names(vocab: Vocab) -> list:
         dup = next(n for i, n in enumerate(names) if n in names[:i])
         raise InputError(f"token {dup!r} would appear twice in the ARPA file (it is also a special "
                          "symbol)", token=dup)
-    return names
+    if any("\0" in name for name in names):  # the byte matrices pad names with NUL bytes
+        raise InputError("a token contains a NUL character, which an ARPA file cannot hold")
+    return _fast.name_matrix(names)
 
 
 def _ngram_words(tables: BackoffTables, m: int, lo: int, hi: int) -> np.ndarray:
@@ -632,15 +668,15 @@ def _log10_text(values: np.ndarray, out: np.ndarray | None = None) -> np.ndarray
     return _fast.format_g10(np.where(log10 == -math.inf, _ZERO, log10), out)  # (c, 18)
 
 
-def _section_text(tables: BackoffTables, m: int, names: np.ndarray, vocab: Vocab, step: int | None = None):
-    """(lines, bytes) of the order-m section, ``step`` lines (default: a few MB) at a time.
+def _section_text(tables: BackoffTables, m: int, names: np.ndarray, vocab: Vocab):
+    """(lines, bytes) of the order-m section, about :data:`BLOCK_BYTES` at a time.
 
     Blocks are formatted on :mod:`seqprob._parallel`'s threads (numpy releases the GIL in
     its loops) and yielded in order: the bytes do not depend on the number of threads.
     """
     n, highest = len(tables.keys[m - 1]), m == tables.order
     words = [_fast.name_words(names, sep) for sep in (b" ", b"\n" if highest else b"\t")]
-    step = step or max(1, (1 << 22) // (2 * _fast.G10_WIDTH + m * (names.shape[1] + 1) + 2))
+    step = max(1, BLOCK_BYTES // (2 * _fast.G10_WIDTH + m * (names.shape[1] + 1) + 2))
     bounds = [(lo, min(n, lo + step)) for lo in range(0, n, step)]
     texts = _parallel.map_ordered(lambda b: _block_text(tables, m, words, vocab, *b), bounds)
     for (lo, hi), text in zip(bounds, texts):

@@ -122,7 +122,7 @@ def save_ngram(model, path, hash: bool = True) -> Path:
 
     Parameters
     ----------
-    model : a fitted seqprob n-gram model or ArpaModel
+    model : a fitted seqprob n-gram model, or one read from a file
         Anything with back-off tables (every estimator; ``StupidBackoff`` keeps its unlisted
         back-off weight).
     path : str or path-like
@@ -230,7 +230,7 @@ def load_ngram(path, verify: bool = False):
 
     Returns
     -------
-    ArpaModel
+    BackoffTablesModel
         Scores exactly like the saved model; its arrays are read-only views of the file.
 
     Raises
@@ -249,7 +249,7 @@ def load_ngram(path, verify: bool = False):
     >>> load_ngram(p, verify=True).order
     3
     """
-    from .arpa import ArpaModel
+    from .base import BackoffTablesModel
 
     path = str(as_path(path))
     data = _map(path)
@@ -268,10 +268,9 @@ def load_ngram(path, verify: bool = False):
                                                   source=path))
     _check_unigrams(tables, path)
     vocab = _vocab(arrays, meta, path)
-    model = ArpaModel(tables, vocab, path)
-    if meta["tokenizer"] != "whitespace":
-        model.tokenizer_ = None  # the saved model's tokenizer is not stored: pass one to scoring
-    return model
+    # only a whitespace tokenizer is stored; for another, pass the tokenizer to the scoring
+    tokenizer = WhitespaceTokenizer(vocab) if meta["tokenizer"] == "whitespace" else None
+    return BackoffTablesModel(tables, vocab, tokenizer, path=path)
 
 
 def _map(path: str) -> np.ndarray:

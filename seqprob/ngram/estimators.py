@@ -206,6 +206,9 @@ class AddK(NGramModel):
     0.125
     """
 
+    #: Order > 1 scores from its counts, not from back-off tables.
+    scores_from_tables = False
+
     def __init__(self, order: int = 3, k: float = 1.0, min_count: int = 1,
                  chunk_chars: int = 1 << 23, progress: bool | None = None):
         super().__init__(order, min_count, chunk_chars, progress)

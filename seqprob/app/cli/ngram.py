@@ -89,9 +89,7 @@ def build_model(args):
             raise InputError(f"--prune applies to --smoothing mkn (lmplz), not {args.smoothing}",
                              value=args.smoothing)
         kwargs["prune"] = tuple(args.prune)
-    model = cls(**kwargs)
-    model._check_params()
-    return model
+    return cls(**kwargs)
 
 
 def run_build_binary(args) -> int:
@@ -108,8 +106,7 @@ def run_build_binary(args) -> int:
 
 def run_fit(args) -> int:
     """Fit, then write the ARPA file atomically; warnings (discount fallback) go to stderr."""
-    from ..._io import read_lines
-    from ...ngram.arpa import write_arpa
+    from ...ngram import fit_arpa
 
     refuse_overwriting_inputs(args.output, args.corpus)
     model = build_model(args)
@@ -118,23 +115,13 @@ def run_fit(args) -> int:
     if temp_dir is not None and memory is None:
         raise InputError("-T/--temp-dir only applies with a memory budget -S (e.g. -S 1G)")
     # warnings (discount fallback) print as one line: see cli.main
-    streamed = not str(args.output).endswith(".sqlm") and getattr(model, "prune", None) is None
-    if memory is not None and args.smoothing == "mkn" and streamed:
-        from seqprob.ngram._stream_mkn import fit_mkn_arpa  # text -> ARPA, never the model
-
-        info = fit_mkn_arpa(model, read_lines(args.corpus), args.output, memory, temp_dir)
-        return _report(args, model, info["sizes"], info["n_sentences"], info["n_tokens"], start)
-    model.fit(read_lines(args.corpus), memory=memory, temp_dir=temp_dir)
     if str(args.output).endswith(".sqlm"):  # the memory-mapped binary instead of ARPA text
+        model.fit(args.corpus, memory=memory, temp_dir=temp_dir)
         model.save(args.output)
-    elif memory is None:
-        write_arpa(model, args.output)
-    else:
-        from seqprob.ngram._arpa_stream import write_arpa_stream
-
-        write_arpa_stream(model.tables_, model.vocab, args.output)
-    return _report(args, model, model.tables_.sizes(), model.counts_.n_sentences,
-                   model.counts_.n_tokens, start)
+        return _report(args, model, model.tables_.sizes(), model.counts_.n_sentences,
+                       model.counts_.n_tokens, start)
+    info = fit_arpa(args.corpus, args.output, model, memory=memory, temp_dir=temp_dir)
+    return _report(args, model, info["sizes"], info["n_sentences"], info["n_tokens"], start)
 
 
 def _report(args, model, sizes: list, n_sentences: int, n_tokens: int, start: float) -> int:
