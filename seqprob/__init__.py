@@ -6,7 +6,7 @@ sampling and plotting tools.
 """
 from . import analysis, errors, functional, ngram, registry
 from .ngram.arpa import ArpaModel, read_arpa, write_arpa
-from .ngram._sqlm import build_binary, load_ngram
+from .ngram.binary import build_binary, load_ngram
 from .errors import SeqProbError
 from .gpt import GPT, GPTConfig
 from .ngram import Mixture

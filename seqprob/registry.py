@@ -1,8 +1,9 @@
 """Load "whatever this path is": a registry of model file formats and model classes.
 
-Each model family joins the registry where its loader lives (``seqprob.arpa``,
-``seqprob.gpt.checkpoint``, ``seqprob.gpt.hf``, ``seqprob.truth.grammar``), the way each
-tokenizer joins :func:`seqprob.tokenizers.register_tokenizer`:
+Each model family joins the registry where its loader lives (``seqprob.ngram.arpa``,
+``seqprob.ngram.binary``, ``seqprob.gpt.checkpoint``, ``seqprob.gpt.hf``,
+``seqprob.truth.grammar``), the way each tokenizer joins
+:func:`seqprob.tokenizers.register_tokenizer`:
 
 * :func:`register_model_format` adds a *format*: a name, a ``recognise(path) -> bool`` test
   and a ``load(path) -> LanguageModel`` function. :func:`load_model` asks the formats in
@@ -37,7 +38,7 @@ __all__ = ["ModelFormat", "register_model_format", "model_formats", "load_model"
 
 #: Modules whose import registers a format or class (imported before any lookup).
 _BUILTIN_FAMILIES = ("seqprob.gpt", "seqprob.gpt.checkpoint", "seqprob.gpt.hf", "seqprob.ngram.arpa",
-                     "seqprob.truth.grammar")
+                     "seqprob.ngram.binary", "seqprob.truth.grammar")
 
 
 #: Files that are parts of a model folder, never a model of their own (a grammar is a .json
@@ -143,8 +144,8 @@ def load_model(path=None):
     ----------
     path : str or PathLike, optional
         An ARPA file (``.arpa``, ``.arpa.gz``), a seqprob GPT checkpoint folder, a Hugging Face
-        GPT-2 folder, a grammar spec (``.json``/``.toml``), a binary n-gram file (``.sqlm``)
-        when that family is installed, or any format a user registered. ``None`` or
+        GPT-2 folder, a grammar spec (``.json``/``.toml``), a binary n-gram file (``.sqlm``),
+        or any format a user registered. ``None`` or
         ``"default"`` (when no such file exists): :func:`default_model`.
 
     Returns
@@ -228,22 +229,3 @@ def default_model():
             "'python analysis/train_default_model.py' or run 'seqprob demo --retrain'", path=str(folder))
     with resources.as_file(folder) as path:
         return load_model(path)
-
-
-def _is_sqlm(path: Path) -> bool:
-    return path.is_file() and path.suffix == ".sqlm"
-
-
-def _load_sqlm(path: Path):
-    import seqprob
-
-    loader = getattr(seqprob, "load_ngram", None)
-    if loader is None:
-        raise InputError(f"{str(path)!r} is a binary n-gram file, but this seqprob has no "
-                         "load_ngram to read it", path=str(path))
-    return loader(path)
-
-
-# The binary n-gram format (seqprob.load_ngram) joins lazily: its module may register itself
-# with register_model_format("sqlm", ...) instead, which replaces this entry.
-register_model_format("sqlm", _is_sqlm, _load_sqlm, "binary n-gram file (.sqlm)")

@@ -161,7 +161,7 @@ def test_word_ids_match_bytes_exactly():
 def test_docstring_examples_of_the_io_modules():
     import doctest
 
-    from seqprob.ngram import _sqlm as binary
+    from seqprob.ngram import binary
 
     for module in (fast, arpa, binary):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)

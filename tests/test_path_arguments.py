@@ -8,7 +8,7 @@ import seqprob as sp
 from seqprob.errors import InputError
 from seqprob.gpt import GPT, GPTConfig, safetensors
 from seqprob.gpt.checkpoint import load_checkpoint, save_checkpoint
-from seqprob.ngram._sqlm import save_ngram
+from seqprob.ngram.binary import save_ngram
 from seqprob.tokenizers.tiktoken_io import read_tiktoken_file, write_tiktoken_file
 
 

@@ -9,7 +9,7 @@ contract. Models are stored as ARPA text (:func:`read_arpa`, :func:`write_arpa`,
 The building blocks stay in their modules: counting (:mod:`seqprob.ngram.counts`), back-off
 tables (:mod:`seqprob.ngram.tables`), KenLM's adjusted counts and discounts
 (:mod:`seqprob.ngram.kneser_ney`), the file formats (:mod:`seqprob.ngram.arpa`,
-:mod:`seqprob.ngram._sqlm`).
+:mod:`seqprob.ngram.binary`).
 
 >>> from seqprob.ngram import WittenBell
 >>> lm = WittenBell(order=2).fit(["a b c", "a c b", "b a c a"])
@@ -20,7 +20,7 @@ from ._interpolate import DiscountFallbackWarning, expected_discount_fallback
 from ._stream_mkn import fit_arpa
 from .arpa import read_arpa, write_arpa
 from .base import BackoffLanguageModel, BackoffTablesModel, NGramModel
-from ._sqlm import build_binary, load_ngram
+from .binary import build_binary, load_ngram
 from .estimators import MLE, AbsoluteDiscount, AddK, Laplace, StupidBackoff, WittenBell
 from .kneser_ney import KneserNey, ModifiedKneserNey
 from .mixture import Mixture, MixtureWeightError, interpolate

@@ -1,4 +1,5 @@
-"""A memory-mapped binary n-gram format (``.sqlm``): O(1) loading, pages shared by processes.
+"""The ``.sqlm`` file format: back-off tables memory-mapped, O(1) loading, pages shared by
+processes (the public face is :mod:`seqprob.ngram.binary`).
 
 Layout (all little-endian; every section starts on a 64-byte boundary)::
 
@@ -44,7 +45,7 @@ from ..vocab import Vocab
 from ._probe import ProbeIndex, damaged
 from .tables import BackoffTables
 
-__all__ = ["save_ngram", "load_ngram", "build_binary", "MAGIC", "VERSION"]
+__all__ = ["write_sqlm", "read_sqlm", "SlotHash", "MAGIC", "VERSION"]
 
 MAGIC = b"SQLMNGRM"
 VERSION = 1
@@ -117,46 +118,12 @@ def with_sentinel(keys: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------- writing
 
 
-def save_ngram(model, path, hash: bool = True) -> Path:
-    """Write a back-off n-gram model as a memory-mappable ``.sqlm`` file, atomically.
-
-    Parameters
-    ----------
-    model : a fitted seqprob n-gram model, or one read from a file
-        Anything with back-off tables (every estimator; ``StupidBackoff`` keeps its unlisted
-        back-off weight).
-    path : str or path-like
-    hash : bool
-        Also store the query records of every order >= 2 (one 32-byte record per n-gram, 16
-        on the highest order, plus 4-byte bucket offsets, 2-4 per n-gram) so queries on the
-        loaded model need no index build; without them the first query builds them in
-        memory.
-
-    Returns
-    -------
-    pathlib.Path
-
-    Notes
-    -----
-    Sizes: 8 (key) + 8 (log prob) + 8 (back-off, not on the highest order) bytes per n-gram,
-    plus 24-48 with ``hash=True`` (a query reads one record per order instead of a slot, a
-    key, a probability and a back-off weight: four random reads). Probabilities are kept in float64, so a model saved, loaded
-    and written as ARPA gives the same bytes as the original.
-
-    Examples
-    --------
-    >>> import tempfile, os
-    >>> from seqprob.ngram import WittenBell
-    >>> m = WittenBell(order=2).fit(["a b", "b a"])
-    >>> p = save_ngram(m, os.path.join(tempfile.mkdtemp(), "m.sqlm"))
-    >>> bool((load_ngram(p).token_logprobs([1, 3, 4, 2]) == m.token_logprobs([1, 3, 4, 2])).all())
-    True
-    """
-    if not hasattr(model, "_tables"):
-        raise InputError(f"save_ngram needs a seqprob n-gram model, got {type(model).__name__}")
-    tables, vocab = model._tables(), model.vocab
+def write_sqlm(tables: BackoffTables, vocab: Vocab, tokenizer, path, hash: bool = True) -> Path:
+    """Write back-off tables and their vocabulary as a ``.sqlm`` file, atomically (see
+    :func:`seqprob.ngram.binary.save_ngram`); ``tokenizer`` is recorded only as whether it
+    is a :class:`WhitespaceTokenizer`."""
     arrays = _section_arrays(tables, vocab, hash)
-    header, blobs = _layout(tables, vocab, arrays, getattr(model, "tokenizer", None))
+    header, blobs = _layout(tables, vocab, arrays, tokenizer)
     path = as_path(path)
     with atomic_write(path, "wb") as handle:
         handle.write(_PREFIX.pack(MAGIC, VERSION, len(header), zlib.crc32(header)) + header)
@@ -219,38 +186,10 @@ def _align(n: int) -> int:
 # ---------------------------------------------------------------------------- reading
 
 
-def load_ngram(path, verify: bool = False):
-    """Memory-map a ``.sqlm`` file written by :func:`save_ngram` (O(1): nothing is read).
-
-    Parameters
-    ----------
-    path : str or path-like
-    verify : bool
-        Also check the CRC-32 of every section (reads the whole file once).
-
-    Returns
-    -------
-    BackoffTablesModel
-        Scores exactly like the saved model; its arrays are read-only views of the file.
-
-    Raises
-    ------
-    FileFormatError
-        Not a seqprob n-gram file, another format version, a damaged header, a truncated
-        file, or (``verify=True``) a section whose checksum differs.
-    SeqProbFileError
-        The file cannot be opened.
-
-    Examples
-    --------
-    >>> import tempfile, os
-    >>> from seqprob.ngram import KneserNey
-    >>> p = save_ngram(KneserNey(order=3).fit(["a b c", "b c a"]), os.path.join(tempfile.mkdtemp(), "kn.sqlm"))
-    >>> load_ngram(p, verify=True).order
-    3
-    """
-    from .base import BackoffTablesModel
-
+def read_sqlm(path, verify: bool = False):
+    """(tables, vocab, whitespace, path) of a ``.sqlm`` file, memory-mapped (see
+    :func:`seqprob.ngram.binary.load_ngram`); ``whitespace``: the saved model's tokenizer was
+    a :class:`WhitespaceTokenizer` over its vocabulary."""
     path = str(as_path(path))
     data = _map(path)
     meta = _read_header(data, path)
@@ -267,10 +206,7 @@ def load_ngram(path, verify: bool = False):
                                                   longest=meta.get("probe_longest", {}).get(m),
                                                   source=path))
     _check_unigrams(tables, path)
-    vocab = _vocab(arrays, meta, path)
-    # only a whitespace tokenizer is stored; for another, pass the tokenizer to the scoring
-    tokenizer = WhitespaceTokenizer(vocab) if meta["tokenizer"] == "whitespace" else None
-    return BackoffTablesModel(tables, vocab, tokenizer, path=path)
+    return tables, _vocab(arrays, meta, path), meta["tokenizer"] == "whitespace", path
 
 
 def _map(path: str) -> np.ndarray:
@@ -360,21 +296,3 @@ def _is_utf8(raw: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
-
-
-def build_binary(arpa_path, out_path, hash: bool = True) -> Path:
-    """Convert an ARPA file to the binary format (``seqprob ngram build-binary``).
-
-    Examples
-    --------
-    >>> import tempfile, os
-    >>> from seqprob.ngram.arpa import write_arpa
-    >>> from seqprob.ngram import WittenBell
-    >>> d = tempfile.mkdtemp()
-    >>> a = write_arpa(WittenBell(order=2).fit(["a b"]), os.path.join(d, "m.arpa"))
-    >>> build_binary(a, os.path.join(d, "m.sqlm")).name
-    'm.sqlm'
-    """
-    from .arpa import read_arpa
-
-    return save_ngram(read_arpa(arpa_path), out_path, hash=hash)

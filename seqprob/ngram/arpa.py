@@ -27,16 +27,17 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _arpa_fast as _fast
 from .. import _parallel
 from .._io import as_path, atomic_write
-from .counts import MAX_ORDER, lookup_keys
 from ..errors import ArpaFormatError, InputError, SeqProbFileError
 from ..functional import LN10
-from .base import BackoffTablesModel
-from .tables import BackoffTables
+from ..registry import register_model_format
 from ..tokenizers import WhitespaceTokenizer
 from ..vocab import BOS, EOS, UNK, Vocab
+from . import _arpa_fast as _fast
+from .base import BackoffTablesModel
+from .counts import MAX_ORDER, lookup_keys
+from .tables import BackoffTables
 
 __all__ = ["read_arpa", "write_arpa", "arpa_writer", "ArpaModel", "BLOCK_BYTES"]
 
@@ -715,8 +716,7 @@ def _block_text(tables: BackoffTables, m: int, words: list, vocab: Vocab, lo: in
     return _fast.squeeze(text)
 
 
-# ------------------------------------------------ this family joins the model registry
-from ..registry import register_model_format  # noqa: E402  (a leaf module: no cycle)
+# ---------------------------------------------------------------------------- registry
 
 
 def _is_arpa_file(path) -> bool:

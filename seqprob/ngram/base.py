@@ -104,15 +104,15 @@ class BackoffLanguageModel(BaseLanguageModel):
 
     def save(self, path, hash: bool = True):
         """Write the model as a memory-mapped binary file; :func:`seqprob.load_ngram` maps it
-        back in O(1). See :func:`seqprob.ngram._sqlm.save_ngram`."""
-        from ._sqlm import save_ngram
+        back in O(1). See :func:`seqprob.ngram.binary.save_ngram`."""
+        from ._sqlm import write_sqlm
 
-        return save_ngram(self, path, hash=hash)
+        return write_sqlm(self._tables(), self.vocab, getattr(self, "tokenizer", None), path, hash)
 
 
 class BackoffTablesModel(BackoffLanguageModel):
     """A back-off n-gram model given by its tables: what :func:`~seqprob.ngram.arpa.read_arpa`
-    and :func:`~seqprob.ngram._sqlm.load_ngram` return, and what
+    and :func:`~seqprob.ngram.binary.load_ngram` return, and what
     :func:`~seqprob.ngram.prune.prune_entropy` and :meth:`Mixture.to_backoff` build.
     ``seqprob.ArpaModel`` is another name of this class.
 

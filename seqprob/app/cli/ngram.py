@@ -94,7 +94,7 @@ def build_model(args):
 
 def run_build_binary(args) -> int:
     """ARPA -> .sqlm, atomically."""
-    from ...ngram._sqlm import build_binary
+    from ...ngram.binary import build_binary
 
     refuse_overwriting_inputs(args.output, args.arpa)
     start = time.perf_counter()
