@@ -84,10 +84,10 @@ def read_arpa(path, progress: bool | None = None) -> BackoffTablesModel:
 
     Notes
     -----
-    Sections are parsed a whole column at a time (numbers by C ``strtod``, words by a hash of
-    their bytes checked byte for byte; :mod:`seqprob.ngram._arpa_fast`); a file with anything
-    unusual (another kind of whitespace, ``inf``, a malformed line...) is read line by line
-    instead, which gives the same model or names the offending line.
+    Sections are parsed a whole column at a time (numbers by pandas' C parser, words by a hash
+    of their bytes checked byte for byte; :mod:`seqprob.ngram._arpa_fast`); a file with
+    anything unusual (another kind of whitespace, ``inf``, a malformed line...) is read line
+    by line instead, which gives the same model or names the offending line.
 
     Examples
     --------
@@ -462,10 +462,7 @@ def _section_columns(section: bytes, m: int, highest: bool, count: int):
     if len(first) != count or not ((fields == m + 1) | (fields == m + 2)).all():
         raise _Unusual
     has_bow = fields == m + 2  # (n,)
-    numbers = _tab_columns(section, buf, starts, ends, first, has_bow, m)
-    if numbers is None:
-        numbers = _number_fields(buf, starts, ends, first, has_bow, m)
-    probs, bows = numbers
+    probs, bows = _number_columns(section, buf, starts, ends, first, has_bow, m)
     if np.isnan(probs).any() or np.isnan(bows).any() or (probs > 0).any() or (bows == np.inf).any() \
             or (highest and (bows != 0).any()):
         raise _Unusual
@@ -473,43 +470,46 @@ def _section_columns(section: bytes, m: int, highest: bool, count: int):
     return section, buf, starts[word], ends[word], probs, bows
 
 
-def _number_fields(buf, starts, ends, first, has_bow, m):
-    """(log10 probs, log10 back-offs) of a section's lines, parsed field by field."""
-    number = np.sort(np.concatenate([first, first[has_bow] + m + 1]))  # fields in file order
-    values = _fast.parse_numbers(buf, starts[number], ends[number])
-    if values is None:
-        raise _Unusual
-    at = np.arange(len(first)) + np.cumsum(has_bow) - has_bow  # (n,) index of each prob
-    return values[at], np.where(has_bow, values[np.minimum(at + 1, len(values) - 1)], 0.0)
-
-
-def _tab_columns(section, buf, starts, ends, first, has_bow, m):
-    """(log10 probs, log10 back-offs) by pandas' C parser when every line is exactly
-    ``p<TAB>w1 .. wm[<TAB>b]`` (KenLM's and SRILM's layout); None otherwise."""
-    if b"\r" in section or len(np.flatnonzero(buf == 9)) != len(first) + has_bow.sum():
-        return None
-    last = ends[first + m + has_bow]  # (n,) end of each line's last field
-    last = last[last < len(buf)]  # (the file's last line may lack its newline)
-    bow_at = starts[first[has_bow] + m + 1]
-    if not ((buf[starts[first] - 1] == 10).all() and (buf[ends[first]] == 9).all()
-            and (buf[bow_at - 1] == 9).all() and (buf[last] == 10).all()):
-        return None
+def _number_columns(section: bytes, buf, starts, ends, first, has_bow, m: int):
+    """(log10 probs, log10 back-offs) of a section's lines by pandas' C parser, which reads only
+    the number columns: split on tabs when every line is exactly ``p<TAB>w1 .. wm[<TAB>b]``
+    (KenLM's and SRILM's layout, three times faster), else on runs of spaces and tabs. A
+    missing back-off reads as NaN (masked by ``has_bow``), so do ``nan`` and ``NA`` (the
+    caller refuses a NaN); a field that is not a number, or a line count that differs from
+    :func:`~seqprob.ngram._arpa_fast.tokenize`'s, raises :class:`_Unusual`."""
+    if not len(first):
+        return np.zeros(0), np.zeros(0)
+    tabs = _tab_layout(section, buf, starts, ends, first, has_bow, m)
+    if not tabs and section.count(b"\r") != section.count(b"\r\n"):
+        raise _Unusual  # a lone CR ends a line for pandas, not for str.split
+    width = 2 if tabs else m + 1  # fields before the back-off
+    cols = [0, width] if has_bow.any() else [0]
     import csv
     import io
 
     import pandas as pd
 
     try:
-        cols = [0, 2] if has_bow.any() else [0]
-        frame = pd.read_csv(io.BytesIO(section), sep="\t", header=None, names=range(cols[-1] + 1),
-                            usecols=cols, dtype=np.float64, quoting=csv.QUOTE_NONE, na_filter=False,
-                            engine="c")
+        frame = pd.read_csv(io.BytesIO(section), sep="\t" if tabs else r"\s+", header=None,
+                            names=range(width + len(cols) - 1), usecols=cols, dtype=np.float64,
+                            quoting=csv.QUOTE_NONE, engine="c")
     except (ValueError, pd.errors.ParserError):
-        return None
+        raise _Unusual from None
     if len(frame) != len(first):
-        return None
-    bows = np.where(has_bow, frame[2].to_numpy(), 0.0) if len(cols) > 1 else np.zeros(len(frame))
+        raise _Unusual
+    bows = np.where(has_bow, frame[width].to_numpy(), 0.0) if len(cols) > 1 else np.zeros(len(frame))
     return frame[0].to_numpy(), bows
+
+
+def _tab_layout(section: bytes, buf, starts, ends, first, has_bow, m: int) -> bool:
+    """True if every line is exactly ``p<TAB>w1 .. wm[<TAB>b]<LF>`` (no CR, no other tab)."""
+    if b"\r" in section or len(np.flatnonzero(buf == 9)) != len(first) + has_bow.sum():
+        return False
+    last = ends[first + m + has_bow]  # (n,) end of each line's last field
+    last = last[last < len(buf)]  # (the file's last line may lack its newline)
+    bow_at = starts[first[has_bow] + m + 1]
+    return bool((buf[starts[first] - 1] == 10).all() and (buf[ends[first]] == 9).all()
+                and (buf[bow_at - 1] == 9).all() and (buf[last] == 10).all())
 
 
 def _bar(total: int, desc: str, progress):
