@@ -9,7 +9,7 @@ ARPA write/read, binary load, bytes per n-gram and query throughput against KenL
 build_binary, the kenlm module), each side alone in its own process (benchmarks/bench_ngram_io.py):
     PYTHONPATH=. python benchmarks/bench_ngram.py --io [--tokens 1000000] [--runs 7] [--pairs 3]
 
-Targets (issue 3): 3-gram MKN fit on ~830k tokens <= KenLM lmplz -o 3 -S 1G (~0.5 s, 2 cores,
+Targets: 3-gram MKN fit on ~830k tokens <= KenLM lmplz -o 3 -S 1G (~0.5 s, 2 cores,
 quoted: KenLM is not installable here); 5-gram MKN fit < 3 s; scoring 1M tokens with the
 5-gram < 1 s (KenLM's Python module: 85k tokens in ~12 ms, i.e. ~7M tokens/s); >= 100x faster
 than NLTK KneserNeyInterpolated(3) at fit + score (NLTK on a subset: it is too slow for more).

@@ -18,7 +18,7 @@ Run (from the repository root):
     PYTHONPATH=. python benchmarks/bench_ngram_fit.py --words 1000000 --runs 1 --pairs 1   # sanity
     PYTHONPATH=. python benchmarks/bench_ngram_fit.py --big            # order 5, 100M words, -S 4G, 1 run
 
-Targets (issue 10): order 5 on 16M words <= 1.0x lmplz's time and peak memory <= lmplz at the
+Targets: order 5 on 16M words <= 1.0x lmplz's time and peak memory <= lmplz at the
 same -S; order 5 on 100M words completes under a 4 GB budget.
 """
 from __future__ import annotations

@@ -8,7 +8,7 @@ Rows (order-5 modified Kneser-Ney on the Zipf-Markov corpus of _ngram_corpus.py)
      trie files; bytes per n-gram of the three;
   4. query: ``sp.evaluate`` of the test file (reading and tokenizing included) vs the kenlm
      module scoring every sentence of the same file (read, split into lines, then
-     ``sum(model.score(line))``; before, KenLM's lines were read outside the timed region):
+     ``sum(model.score(line))``; both sides read the file inside the timed region):
      tokens/s; 1 thread each, then an extra row with seqprob's blocks on 2 threads
      (``set_num_threads(2)``).
 

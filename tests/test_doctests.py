@@ -1,4 +1,4 @@
-"""Every module's docstring examples run with the suite (issue 13, point 5).
+"""Every module's docstring examples run with the suite.
 
 The modules are imported as the tests import them (the installed package in CI, the source tree
 with ``PYTHONPATH=.``), so the doctests check the code the rest of the suite checks: pytest's

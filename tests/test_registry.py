@@ -1,4 +1,4 @@
-"""sp.load_model(path): the registry of model formats and classes (issue 13, point 1)."""
+"""sp.load_model(path): the registry of model formats and classes."""
 import subprocess
 import sys
 from pathlib import Path

@@ -18,9 +18,8 @@ vectorized pass:
   does not grow with the corpus.
 
 Blocks are :data:`BLOCK_BYTES` = 128 KB (~32k positions): the block's temporary arrays stay
-near the L2 cache, and under glibc's heap-trim threshold. With 256 KB blocks the freed arrays
-went back to the system after every block and were faulted in again at the next (~3,300 page
-faults, ~6 ms of kernel time per pass over the 105k-token benchmark text, a fifth of it).
+near the L2 cache, and under glibc's heap-trim threshold, so the memory a block frees is reused
+by the next one instead of going back to the system and being faulted in again.
 
 With several threads (:func:`seqprob._parallel.set_num_threads`, ``SEQPROB_NUM_THREADS``...) as many
 blocks are scored at once on the ``_parallel`` pool (numpy releases the GIL in its loops); their
