@@ -1,9 +1,7 @@
 """Benchmark: seqprob n-gram fitting and scoring on ~1M tokens, against NLTK (same run).
 
-Corpus: a seeded synthetic Zipf-Markov text (20,000 word types, Zipf(1.1) unigrams; each next
-word comes with probability 0.6 from its predecessor's 64 favourite successors, Zipf(1.2) over
-them, else from the unigram distribution; sentence lengths geometric with mean 20). It has
-the long-tailed n-gram statistics of real text and needs no download.
+Corpus: the seeded synthetic Zipf-Markov text of ``_ngram_corpus.py`` (20,000 word types,
+long-tailed n-gram statistics, no download).
 
 Run (NLTK lives in the torch venv):
     PYTHONPATH=. /work/torchenv/bin/python benchmarks/bench_ngram.py [--tokens 1000000] [--nltk-tokens 20000]
@@ -11,7 +9,7 @@ ARPA write/read, binary load, bytes per n-gram and query throughput against KenL
 build_binary, the kenlm module), each side alone in its own process (benchmarks/bench_ngram_io.py):
     PYTHONPATH=. python benchmarks/bench_ngram.py --io [--tokens 1000000] [--runs 7] [--pairs 3]
 
-Targets (issue 3): 3-gram MKN fit on ~830k tokens <= KenLM lmplz -o 3 -S 1G (~0.5 s, 2 cores,
+Targets: 3-gram MKN fit on ~830k tokens <= KenLM lmplz -o 3 -S 1G (~0.5 s, 2 cores,
 quoted: KenLM is not installable here); 5-gram MKN fit < 3 s; scoring 1M tokens with the
 5-gram < 1 s (KenLM's Python module: 85k tokens in ~12 ms, i.e. ~7M tokens/s); >= 100x faster
 than NLTK KneserNeyInterpolated(3) at fit + score (NLTK on a subset: it is too slow for more).
@@ -24,28 +22,10 @@ import tracemalloc
 
 import numpy as np
 
+from _ngram_corpus import make_corpus
+
 KENLM_LMPLZ_3GRAM_S = 0.55  # field notes: lmplz -o 3 -S 1G on 830k tokens, 2-core machine
 KENLM_QUERY_TOKENS_PER_S = 85_000 / 0.012
-
-
-def make_corpus(n_tokens: int, vocab: int = 20_000, seed: int = 0) -> list:
-    """Seeded Zipf-Markov sentences with about ``n_tokens`` words."""
-    rng = np.random.default_rng(seed)
-    uni = 1.0 / np.arange(1, vocab + 1) ** 1.1
-    uni /= uni.sum()
-    succ = rng.choice(vocab, size=(vocab, 64), p=uni)
-    sp = 1.0 / np.arange(1, 65) ** 1.2
-    sp /= sp.sum()
-    lengths = np.maximum(1, rng.geometric(1 / 20, size=n_tokens // 10))
-    lengths = lengths[: np.searchsorted(np.cumsum(lengths), n_tokens) + 1]
-    toks = np.zeros((len(lengths), lengths.max()), dtype=np.int64)
-    toks[:, 0] = rng.choice(vocab, size=len(lengths), p=uni)
-    for t in range(1, toks.shape[1]):
-        markov = rng.random(len(lengths)) < 0.6
-        nxt = succ[toks[:, t - 1], rng.choice(64, size=len(lengths), p=sp)]
-        toks[:, t] = np.where(markov, nxt, rng.choice(vocab, size=len(lengths), p=uni))
-    words = np.array([f"w{i}" for i in range(vocab)])
-    return [" ".join(words[toks[i, :n]]) for i, n in enumerate(lengths)]
 
 
 def n_words(lines: list) -> int:

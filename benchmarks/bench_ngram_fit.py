@@ -1,6 +1,6 @@
 """Benchmark: text -> ARPA with a memory budget, ``seqprob ngram fit -S`` against ``lmplz -S``.
 
-Corpus: the seeded synthetic Zipf-Markov text of ``bench_ngram.py`` (20k word types), written
+Corpus: the seeded synthetic Zipf-Markov text of ``_ngram_corpus.py`` (20k word types), written
 to a file once. Each side runs alone in its own fresh process, one after the other, with the
 same budget, the same thread settings (``OMP/OPENBLAS/MKL_NUM_THREADS``) and the same input
 file; time is wall clock, memory the peak RSS of that process (its ``ru_maxrss``, read by
@@ -18,7 +18,7 @@ Run (from the repository root):
     PYTHONPATH=. python benchmarks/bench_ngram_fit.py --words 1000000 --runs 1 --pairs 1   # sanity
     PYTHONPATH=. python benchmarks/bench_ngram_fit.py --big            # order 5, 100M words, -S 4G, 1 run
 
-Targets (issue 10): order 5 on 16M words <= 1.0x lmplz's time and peak memory <= lmplz at the
+Targets: order 5 on 16M words <= 1.0x lmplz's time and peak memory <= lmplz at the
 same -S; order 5 on 100M words completes under a 4 GB budget.
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_ngram import make_corpus  # noqa: E402  (the same generator as the query benchmark)
+from _ngram_corpus import make_corpus  # noqa: E402  (after the path insert above)
 import _harness as H  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """Benchmark: seqprob's n-gram I/O and queries against KenLM, each side alone in its own process.
 
-Rows (order-5 modified Kneser-Ney on the Zipf-Markov corpus of bench_ngram.py):
+Rows (order-5 modified Kneser-Ney on the Zipf-Markov corpus of _ngram_corpus.py):
   1. text -> ARPA: ``lmplz -o 5 -S 2G --discount_fallback`` (its time includes writing the
      ARPA) vs seqprob read + fit + write_arpa (write_arpa also timed alone);
   2. ARPA read: ``sp.read_arpa`` (time, MB/s) vs ``kenlm.Model(arpa)``;
@@ -8,7 +8,7 @@ Rows (order-5 modified Kneser-Ney on the Zipf-Markov corpus of bench_ngram.py):
      trie files; bytes per n-gram of the three;
   4. query: ``sp.evaluate`` of the test file (reading and tokenizing included) vs the kenlm
      module scoring every sentence of the same file (read, split into lines, then
-     ``sum(model.score(line))``; before, KenLM's lines were read outside the timed region):
+     ``sum(model.score(line))``; both sides read the file inside the timed region):
      tokens/s; 1 thread each, then an extra row with seqprob's blocks on 2 threads
      (``set_num_threads(2)``).
 
@@ -18,7 +18,8 @@ times and the spread of the medians printed; ratio = KenLM time / seqprob time. 
 the child's own high-water mark (VmHWM; for lmplz: ru_maxrss of the children of a small
 wrapper that only runs it).
 
-Run:  PYTHONPATH=. python benchmarks/bench_ngram.py --io [--tokens 1000000] [--runs 7] [--pairs 3]
+Run:  PYTHONPATH=. python benchmarks/bench_ngram_io.py [--tokens 1000000] [--runs 7] [--pairs 3]
+(or ``benchmarks/bench_ngram.py --io ...``, which hands over to this script)
 """
 from __future__ import annotations
 
@@ -132,7 +133,7 @@ def run_child(task: str, work: str, runs: int) -> dict:
 def prepare(work: str, tokens: int) -> None:
     """Corpus, the seqprob ARPA and .sqlm, KenLM's probing and trie binaries."""
     sys.path.insert(0, HERE)
-    from bench_ngram import make_corpus
+    from _ngram_corpus import make_corpus
 
     import seqprob as sp
     from seqprob.ngram import ModifiedKneserNey

@@ -6,7 +6,7 @@ sampling and plotting tools.
 """
 from . import analysis, errors, functional, ngram, registry, scoring
 from ._parallel import set_num_threads
-from .arpa import ArpaModel, read_arpa, write_arpa
+from .ngram.arpa import ArpaModel, read_arpa, write_arpa
 from .ngram.binary import build_binary, load_ngram
 from .errors import SeqProbError
 from .gpt import GPT, GPTConfig

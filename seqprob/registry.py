@@ -1,8 +1,9 @@
 """Load "whatever this path is": a registry of model file formats and model classes.
 
-Each model family joins the registry where its loader lives (``seqprob.arpa``,
-``seqprob.gpt.checkpoint``, ``seqprob.gpt.hf``, ``seqprob.truth.grammar``), the way each
-tokenizer joins :func:`seqprob.tokenizers.register_tokenizer`:
+Each model family joins the registry where its loader lives (``seqprob.ngram.arpa``,
+``seqprob.ngram.binary``, ``seqprob.gpt.checkpoint``, ``seqprob.gpt.hf``,
+``seqprob.truth.grammar``), the way each tokenizer joins
+:func:`seqprob.tokenizers.register_tokenizer`:
 
 * :func:`register_model_format` adds a *format*: a name, a ``recognise(path) -> bool`` test
   and a ``load(path) -> LanguageModel`` function. :func:`load_model` asks the formats in
@@ -36,8 +37,8 @@ __all__ = ["ModelFormat", "register_model_format", "model_formats", "load_model"
            "register_model_class", "model_class", "class_name", "default_model", "default_model_dir"]
 
 #: Modules whose import registers a format or class (imported before any lookup).
-_BUILTIN_FAMILIES = ("seqprob.gpt", "seqprob.gpt.checkpoint", "seqprob.gpt.hf", "seqprob.arpa",
-                     "seqprob.truth.grammar")
+_BUILTIN_FAMILIES = ("seqprob.gpt", "seqprob.gpt.checkpoint", "seqprob.gpt.hf", "seqprob.ngram.arpa",
+                     "seqprob.ngram.binary", "seqprob.truth.grammar")
 
 
 #: Files that are parts of a model folder, never a model of their own (a grammar is a .json
@@ -143,8 +144,9 @@ def load_model(path=None):
     ----------
     path : str or PathLike, optional
         An ARPA file (``.arpa``, ``.arpa.gz``), a seqprob GPT checkpoint folder, a Hugging Face
-        transformers folder (GPT-2, Llama, Mistral, Qwen2, GPT-NeoX), a grammar spec (``.json``/``.toml``), a binary n-gram file (``.sqlm``)
-        when that family is installed, or any format a user registered. ``None`` or
+        transformers folder (GPT-2, Llama, Mistral, Qwen2, GPT-NeoX), a grammar spec
+        (``.json``/``.toml``), a binary n-gram file (``.sqlm``), or any format a user registered.
+        ``None`` or
         ``"default"`` (when no such file exists): :func:`default_model`.
 
     Returns
@@ -167,7 +169,7 @@ def load_model(path=None):
     >>> path = os.path.join(tempfile.mkdtemp(), "kn2.arpa")
     >>> _ = sp.write_arpa(kn, path)
     >>> type(sp.load_model(path)).__name__
-    'ArpaModel'
+    'BackoffTablesModel'
     """
     if path is None or (str(path) == "default" and not os.path.exists("default")):
         return default_model()
@@ -228,22 +230,3 @@ def default_model():
             "'python analysis/train_default_model.py' or run 'seqprob demo --retrain'", path=str(folder))
     with resources.as_file(folder) as path:
         return load_model(path)
-
-
-def _is_sqlm(path: Path) -> bool:
-    return path.is_file() and path.suffix == ".sqlm"
-
-
-def _load_sqlm(path: Path):
-    import seqprob
-
-    loader = getattr(seqprob, "load_ngram", None)
-    if loader is None:
-        raise InputError(f"{str(path)!r} is a binary n-gram file, but this seqprob has no "
-                         "load_ngram to read it", path=str(path))
-    return loader(path)
-
-
-# The binary n-gram format (seqprob.load_ngram) joins lazily: its module may register itself
-# with register_model_format("sqlm", ...) instead, which replaces this entry.
-register_model_format("sqlm", _is_sqlm, _load_sqlm, "binary n-gram file (.sqlm)")

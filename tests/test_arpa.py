@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from budget import examples
-from seqprob.arpa import ArpaModel, read_arpa, write_arpa
+from seqprob.ngram.arpa import ArpaModel, read_arpa, write_arpa
 from seqprob.errors import ArpaFormatError, InputError, SeqProbFileError
 from seqprob.functional import LN10, logsumexp
 from seqprob.ngram import (MLE, AbsoluteDiscount, AddK, DiscountFallbackWarning, KneserNey,
@@ -55,7 +55,26 @@ def test_round_trip_of_an_arpa_model_and_gzip(tmp_path):
     second = read_arpa(second_path)
     ids = np.array([1, *model.tokenizer.encode("the cat saw a mat"), 2])
     np.testing.assert_allclose(second.token_logprobs(ids), model.token_logprobs(ids), atol=1e-8)
-    assert isinstance(second, ArpaModel) and repr(second).startswith("ArpaModel(order=3")
+    assert isinstance(second, ArpaModel) and repr(second).startswith("BackoffTablesModel(order=3")
+
+
+def test_one_class_for_every_model_made_of_tables(tmp_path):
+    """ARPA files, .sqlm files, pruned models and static mixtures are one class (ArpaModel is
+    another name of it); each keeps the tokenizer that fits its vocabulary."""
+    import seqprob as sp
+    from seqprob.ngram import BackoffTablesModel, Mixture, load_ngram, prune_entropy
+
+    wb = WittenBell(order=3).fit(CORPUS)
+    kn = KneserNey(order=3, discount=0.5).fit(CORPUS, tokenizer=wb.tokenizer)
+    wb.save(tmp_path / "wb.sqlm")
+    models = {"arpa": read_arpa(write_arpa(wb, tmp_path / "wb.arpa")), "sqlm": load_ngram(tmp_path / "wb.sqlm"),
+              "pruned": prune_entropy(wb, 1e-3), "mixture": Mixture([wb, kn]).to_backoff()}
+    assert {type(m) for m in models.values()} == {BackoffTablesModel}
+    assert ArpaModel is BackoffTablesModel is sp.ArpaModel
+    assert models["pruned"].tokenizer is wb.tokenizer and models["mixture"].tokenizer is wb.tokenizer
+    assert models["arpa"].tokenizer.vocab is models["arpa"].vocab and models["arpa"].path.endswith("wb.arpa")
+    with pytest.raises(InputError, match="path="):  # the former ArpaModel(tables, vocab, path)
+        BackoffTablesModel(wb.tables_, wb.vocab, str(tmp_path / "wb.arpa"))
 
 
 def test_refuses_models_without_an_arpa_form(tmp_path):
@@ -72,7 +91,7 @@ def test_refuses_models_without_an_arpa_form(tmp_path):
 def test_write_failure_keeps_the_old_file(tmp_path, monkeypatch):
     path = write_arpa(MLE(order=1).fit(CORPUS), tmp_path / "m.arpa")
     before = path.read_text()
-    import seqprob.arpa as arpa_mod
+    import seqprob.ngram.arpa as arpa_mod
 
     monkeypatch.setattr(arpa_mod, "_section_text", lambda *a: 1 / 0)
     with pytest.raises(ZeroDivisionError):

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from seqprob import _arpa_fast as fast
-from seqprob import arpa
+from seqprob.ngram import _arpa_fast as fast
+from seqprob.ngram import arpa
 from seqprob.functional import LN10
 from seqprob.ngram import MLE, DiscountFallbackWarning, KneserNey, ModifiedKneserNey, WittenBell
 from budget import examples
@@ -24,7 +24,7 @@ corpora = st.lists(st.lists(st.sampled_from(["a", "b", "é", "cc", "d"]), max_si
 def reference_arpa_text(model) -> str:
     """The line-by-line writer seqprob had before the column writer (the byte reference)."""
     tables, vocab = model._tables(), model.vocab
-    names = arpa._arpa_names(vocab)
+    names = [bytes(row).rstrip(b"\0").decode() for row in arpa.arpa_names(vocab)]
     V = tables.vocab_size
 
     def fmt(values):
@@ -111,21 +111,41 @@ def test_name_words_hold_a_name_and_its_separator_in_whole_words():
     assert fast.name_words(fast.name_matrix(["ab", "c"]), b" ").shape == (2, 1)
 
 
-@given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=30),
-       st.sampled_from(["{:.10g}", "{!r}", "{:.3e}", "{:.20f}", "{:+.6f}"]))
+LAYOUTS = {"kenlm": ("\t", "\t", "\n"), "spaces": (" ", " ", "\n"), "crlf": ("\t", " ", "\r\n"),
+           "ragged": ("  \t", "\t ", " \n")}
+
+
+@given(st.lists(st.tuples(st.floats(allow_nan=False, allow_infinity=False), st.booleans()), min_size=1,
+                max_size=30),
+       st.sampled_from(["{:.10g}", "{!r}", "{:.3e}", "{:.20f}", "{:+.6f}", "{:.17e}"]),
+       st.sampled_from(sorted(LAYOUTS)))
 @settings(max_examples=examples(150), deadline=None)
-def test_parse_numbers_equals_python_float(values, form):
-    texts = [form.format(v) for v in values]
-    buf, starts, ends, first, count = fast.tokenize(("\n" + " \t".join(texts) + "\n").encode())
-    got = fast.parse_numbers(buf, starts, ends)
-    if got is not None:  # None: handed back to Python (e.g. more digits than strtod's fast path)
-        np.testing.assert_array_equal(got, [float(t) for t in texts])
+def test_number_columns_equal_python_float(rows, form, layout):
+    """Every layout's numbers are Python's float of their text, a back-off or none per line."""
+    sep, word_sep, end = LAYOUTS[layout]
+    texts = [(form.format(-abs(p)), form.format(b) if has else None) for (p, has), b in
+             zip(rows, [x for x, _ in rows[::-1]])]
+    lines = [f"{p}{sep}a{word_sep}b" + (f"{sep}{b}" if b is not None else "") + end for p, b in texts]
+    section = ("\n" + "".join(lines)).encode()
+    buf, starts, ends, first, count = fast.tokenize(section)
+    has_bow = count == 4
+    try:
+        probs, bows = arpa._number_columns(section, buf, starts, ends, first, has_bow, 2)
+    except arpa._Unusual:  # handed to the line reader
+        return
+    np.testing.assert_array_equal(probs, [float(p) for p, _ in texts])
+    np.testing.assert_array_equal(bows[has_bow], [float(b) for _, b in texts if b is not None])
 
 
-@pytest.mark.parametrize("text", ["inf", "nan", "1_0", "0x1p3", "1e", "--1", ".", "1-2"])
-def test_parse_numbers_refuses_what_it_does_not_know(text):
-    buf, starts, ends, *_ = fast.tokenize(f"\n-1 {text}\n".encode())
-    assert fast.parse_numbers(buf, starts, ends) is None
+@pytest.mark.parametrize("text", ["inf", "nan", "NA", "1_0", "0x1p3", "1e", "--1", ".", "1-2", "1.5D3"])
+def test_number_columns_hand_over_what_python_decides(text):
+    section = f"\n-1 a b {text}\n-2 b a -1\n".encode()
+    buf, starts, ends, first, count = fast.tokenize(section)
+    try:
+        probs, bows = arpa._number_columns(section, buf, starts, ends, first, count == 4, 2)
+    except arpa._Unusual:
+        return
+    assert np.isnan(bows[0]) or bows[0] == np.inf  # refused by the caller: the line reader decides
 
 
 GOOD = "\\data\\\nngram 1=5\nngram 2=3\n\n\\1-grams:\n-1\t<unk>\t0\n0\t<s>\t-0.2\n-0.5\t</s>\t0\n" \

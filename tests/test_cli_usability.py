@@ -161,10 +161,10 @@ def test_ngram_fit_checks_the_output_before_counting(target, corpus, tmp_path, m
 
 def test_build_binary_and_compress_check_the_output_first(corpus, tmp_path, monkeypatch, capsys):
     import seqprob.app.cli.compress as cli_compress
-    import seqprob.arpa
+    import seqprob.ngram.arpa
 
     read = []
-    monkeypatch.setattr(seqprob.arpa, "read_arpa", lambda *a, **k: read.append(1))
+    monkeypatch.setattr(seqprob.ngram.arpa, "read_arpa", lambda *a, **k: read.append(1))
     monkeypatch.setattr(cli_compress, "load_model", lambda *a, **k: read.append(1))
     assert main(["ngram", "build-binary", ARPA, str(tmp_path / "no" / "m.sqlm")]) == 2
     assert main(["compress", str(corpus), "-o", str(tmp_path / "no" / "c.spz")]) == 2

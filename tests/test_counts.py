@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from seqprob.counts import count_ngrams, count_sequences, padded_stream
+from seqprob.ngram.counts import count_ngrams, count_sequences, padded_stream
 from seqprob.errors import InputError
 
 BOS, EOS = 1, 2
@@ -88,7 +88,7 @@ def test_counts_invariant_to_chunking(sentences, order, chunk, merge_every):
 def test_chunks_are_read_lazily_and_merged_in_bounded_batches(monkeypatch):
     """Never more than ``merge_every`` chunk tables wait to be merged; chunks are pulled one at
     a time from a generator (a corpus larger than memory is never held whole)."""
-    import seqprob.counts as counts_mod
+    import seqprob.ngram.counts as counts_mod
 
     sizes, merges_before_pull = [], []
     real_merge = counts_mod.merge_counts

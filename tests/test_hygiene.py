@@ -44,10 +44,10 @@ def test_no_machine_specific_paths():
 
 
 def test_formats_doc_states_the_true_arpa_order_limit():
-    from seqprob.counts import MAX_ORDER
+    from seqprob.ngram.counts import MAX_ORDER
 
     text = (ROOT / "docs" / "formats.md").read_text(encoding="utf-8")
-    assert f"order <= {MAX_ORDER} (`counts.MAX_ORDER`)" in text
+    assert f"order <= {MAX_ORDER} (`seqprob.ngram.counts.MAX_ORDER`)" in text
 
 
 def test_temporary_files_of_a_test_land_in_its_tmp_path(tmp_path):

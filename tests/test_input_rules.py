@@ -266,3 +266,13 @@ def test_a_str_is_one_text_where_texts_are_scored(tmp_path, gpt, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sp.score(gpt, "the cat")  # not a file name: no warning
+
+
+def test_write_arpa_gzips_a_gz_name(tmp_path, kn):
+    """write_arpa('m.arpa.gz') writes gzip (KenLM's convention), not plain text under a .gz name."""
+    plain, packed = sp.write_arpa(kn, tmp_path / "m.arpa"), sp.write_arpa(kn, tmp_path / "m.arpa.gz")
+    assert packed.read_bytes()[:2] == b"\x1f\x8b"
+    assert gzip.decompress(packed.read_bytes()) == plain.read_bytes()
+    back = sp.read_arpa(packed)
+    np.testing.assert_array_equal(back.token_logprobs([1, 3, 4, 2]), sp.read_arpa(plain).token_logprobs([1, 3, 4, 2]))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.arpa", "m.arpa.gz"]

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from seqprob.arpa import read_arpa, write_arpa
+from seqprob.ngram.arpa import read_arpa, write_arpa
 from seqprob.functional import LN10
 from seqprob.ngram import ModifiedKneserNey
 from seqprob.scoring import evaluate

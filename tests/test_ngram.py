@@ -397,7 +397,7 @@ def test_cli_fit_writes_arpa(tmp_path, capsys):
         f.write("\n".join(CORPUS) + "\n")
     out = tmp_path / "m.arpa"
     assert _main(["ngram", "fit", str(corpus), "--order", "3", "-o", str(out)]) == 0
-    from seqprob.arpa import read_arpa
+    from seqprob.ngram.arpa import read_arpa
 
     arpa = read_arpa(out)
     ref = ModifiedKneserNey(order=3).fit(CORPUS)

@@ -9,11 +9,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import seqprob as sp
-from seqprob.arpa import read_arpa, write_arpa
+from seqprob.ngram.arpa import read_arpa, write_arpa
 from seqprob.app.cli import main
 from seqprob.errors import FileFormatError, InputError, SeqProbFileError
 from seqprob.ngram import DiscountFallbackWarning, KneserNey, ModifiedKneserNey, StupidBackoff, WittenBell
-from seqprob.ngram.binary import MAGIC, SlotHash, load_ngram, save_ngram
+from seqprob.ngram._sqlm import MAGIC, SlotHash
+from seqprob.ngram.binary import load_ngram, save_ngram
 from budget import examples
 
 CORPUS = ["the cat sat on the mat", "the dog sat", "a cat saw the dog", "the mat"]
@@ -113,10 +114,10 @@ def test_verify_finds_a_damaged_section(tmp_path):
 
 
 def test_failed_save_leaves_no_file(tmp_path, monkeypatch):
-    import seqprob.ngram.binary as binary
+    import seqprob.ngram._sqlm as sqlm
 
     model = KneserNey(order=2).fit(CORPUS)
-    monkeypatch.setattr(binary, "_layout", lambda *a: 1 / 0)
+    monkeypatch.setattr(sqlm, "_layout", lambda *a: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         model.save(tmp_path / "m.sqlm")
     assert list(tmp_path.iterdir()) == []

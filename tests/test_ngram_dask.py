@@ -14,7 +14,7 @@ from dask.distributed import Client, LocalCluster
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from budget import examples
-from seqprob.arpa import write_arpa
+from seqprob.ngram.arpa import write_arpa
 from seqprob.scoring import evaluate_dask
 from seqprob.errors import InputError, PartitionError
 from seqprob.ngram import MLE, DiscountFallbackWarning, ModifiedKneserNey, WittenBell

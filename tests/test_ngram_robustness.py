@@ -13,7 +13,8 @@ from seqprob.app.cli import main
 from seqprob.errors import FileFormatError, SeqProbError
 from seqprob.ngram import DiscountFallbackWarning, KneserNey
 from seqprob.ngram._probe import KEY, ProbeIndex
-from seqprob.ngram.binary import _PREFIX, SlotHash, load_ngram
+from seqprob.ngram._sqlm import _PREFIX, SlotHash
+from seqprob.ngram.binary import load_ngram
 from budget import examples
 
 NUL = "\x00"

@@ -13,12 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqprob.arpa import write_arpa
-from seqprob.counts import count_ngrams, count_sequences
+from seqprob.ngram.arpa import write_arpa
+from seqprob.ngram.counts import count_ngrams, count_sequences
 from seqprob.errors import InputError, MemoryBudgetError, SeqProbFileError
-from seqprob.ngram import MLE, KneserNey, ModifiedKneserNey, WittenBell
+from seqprob.ngram import MLE, KneserNey, ModifiedKneserNey, StupidBackoff, WittenBell, arpa, fit_arpa
 from seqprob.ngram import _external
-from seqprob.ngram._arpa_stream import write_arpa_stream
 from seqprob.ngram._external import MIN_CHUNK_TOKENS, chunk_plan, min_budget, parse_memory
 from seqprob.ngram._stream_mkn import fit_mkn_arpa
 
@@ -89,7 +88,7 @@ def test_bounded_fit_writes_the_same_arpa_as_in_memory(order, memory, train, tmp
 def test_a_budget_that_holds_the_corpus_spills_one_run(train, tmp_path, runs_seen):
     ref = _arpa(ModifiedKneserNey(order=3).fit(train), tmp_path / "a.arpa")
     assert _arpa(ModifiedKneserNey(order=3).fit(train, memory="1G"), tmp_path / "b.arpa") == ref
-    fit_mkn_arpa(ModifiedKneserNey(order=3), train, tmp_path / "c.arpa", memory="1G")
+    fit_arpa(train, tmp_path / "c.arpa", ModifiedKneserNey(order=3), memory="1G")
     assert (tmp_path / "c.arpa").read_bytes() == ref
     assert runs_seen == [1, 1]
 
@@ -105,12 +104,13 @@ def test_bounded_fit_reads_a_gz_file_and_min_count(train, tmp_path, runs_seen):
     assert _arpa(ours, tmp_path / "b.arpa") == _arpa(ref, tmp_path / "a.arpa")
 
 
-def test_streaming_writer_matches_write_arpa(train, tmp_path):
+def test_arpa_written_in_small_blocks_is_the_same_file(train, tmp_path, monkeypatch):
     for model in (ModifiedKneserNey(order=3).fit(train), WittenBell(order=2).fit(train[:200]),
                   MLE(order=2).fit(train[:50])):  # MLE: probability-0 entries written as -99
         expected = _arpa(model, tmp_path / "a.arpa")
-        got = write_arpa_stream(model.tables_, model.vocab, tmp_path / "b.arpa", block_rows=777)
-        assert got.read_bytes() == expected
+        with monkeypatch.context() as patch:
+            patch.setattr(arpa, "BLOCK_BYTES", 20_000)  # dozens of blocks per section
+            assert _arpa(model, tmp_path / "b.arpa") == expected
 
 
 def test_cli_fit_with_budget_is_byte_identical(tmp_path, monkeypatch):
@@ -134,8 +134,8 @@ def test_cli_fit_with_budget_is_byte_identical(tmp_path, monkeypatch):
 @pytest.mark.parametrize("order,quirk", [(1, False), (2, True), (3, False), (4, True)])
 def test_text_to_arpa_without_the_model_is_byte_identical(order, quirk, train, tmp_path, runs_seen):
     ref = _arpa(ModifiedKneserNey(order=order, kenlm_quirk=quirk).fit(train), tmp_path / "a.arpa")
-    info = fit_mkn_arpa(ModifiedKneserNey(order=order, kenlm_quirk=quirk), train,
-                        tmp_path / "b.arpa", memory="1M", temp_dir=tmp_path)
+    info = fit_arpa(train, tmp_path / "b.arpa", ModifiedKneserNey(order=order, kenlm_quirk=quirk),
+                    memory="1M", temp_dir=tmp_path)
     assert runs_seen[-1] >= 4
     assert (tmp_path / "b.arpa").read_bytes() == ref
     assert info["sizes"] == ModifiedKneserNey(order=order).fit(train).tables_.sizes()
@@ -147,16 +147,12 @@ def test_threads_change_nothing_in_the_file(threads, train, tmp_path, runs_seen,
     """Chunks counted in a pool thread while the next is read, ARPA blocks formatted on
     several threads: the same bytes as the in-memory path at any thread count."""
     from seqprob import _parallel
-    from seqprob.ngram import _stream_mkn
 
     ref = _arpa(ModifiedKneserNey(order=4).fit(train), tmp_path / "a.arpa")
-    section = _stream_mkn.write_section
-    monkeypatch.setattr(_stream_mkn, "write_section",  # several blocks in every section
-                        lambda *a, **k: section(*a, **{**k, "block_rows": 501}))
+    monkeypatch.setattr(arpa, "BLOCK_BYTES", 20_000)  # several blocks in every section
     _parallel.set_num_threads(threads)
     try:
-        fit_mkn_arpa(ModifiedKneserNey(order=4), train, tmp_path / "b.arpa", memory="1M",
-                     temp_dir=tmp_path)
+        fit_arpa(train, tmp_path / "b.arpa", ModifiedKneserNey(order=4), memory="1M", temp_dir=tmp_path)
     finally:
         _parallel.set_num_threads(None)
     assert runs_seen[-1] >= 4
@@ -190,8 +186,8 @@ def test_text_to_arpa_refuses_pruning(tmp_path):
 def test_text_to_arpa_failure_leaves_nothing(tmp_path):
     out = tmp_path / "m.arpa"
     with pytest.raises(InputError, match="could not estimate"):  # tiny data, no fallback
-        fit_mkn_arpa(ModifiedKneserNey(order=2, discount_fallback=None), ["a b", "b a"], out,
-                     memory=_tiny_budget(2), temp_dir=tmp_path)
+        fit_arpa(["a b", "b a"], out, ModifiedKneserNey(order=2, discount_fallback=None),
+                 memory=_tiny_budget(2), temp_dir=tmp_path)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -230,7 +226,7 @@ def test_bounded_fit_at_the_smallest_budget_is_bit_identical(corpus, order, esti
     if estimator is ModifiedKneserNey:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            fit_mkn_arpa(estimator(order=order), corpus, tmp / "c.arpa", _tiny_budget(order), tmp)
+            fit_arpa(corpus, tmp / "c.arpa", estimator(order=order), memory=_tiny_budget(order), temp_dir=tmp)
         assert (tmp / "c.arpa").read_bytes() == (tmp / "a.arpa").read_bytes()
         (tmp / "c.arpa").unlink()
     assert sorted(p.name for p in tmp.iterdir()) == ["a.arpa", "b.arpa"]
@@ -307,10 +303,52 @@ def test_cli_bad_budget_leaves_no_output(tmp_path, capsys):
 def test_docstring_examples():
     import doctest
 
-    from seqprob.ngram import _arpa_stream
-
     from seqprob.ngram import _stream_mkn
 
-    for module in (_external, _arpa_stream, _stream_mkn):
+    for module in (_external, _stream_mkn):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.failed == 0 and result.attempted > 0, module.__name__
+
+
+# --------------------------------------------------------------------------- fit_arpa
+
+
+def test_fit_arpa_reads_a_file_named_by_a_str_and_leaves_the_estimator_alone(train, tmp_path):
+    ref = _arpa(ModifiedKneserNey(order=3).fit(train), tmp_path / "a.arpa")
+    lm = ModifiedKneserNey(order=3)
+    info = fit_arpa(str(TRAIN), tmp_path / "b.arpa", lm)  # the corpus rule: a str names a file
+    assert (tmp_path / "b.arpa").read_bytes() == ref
+    assert not hasattr(lm, "tables_")  # a copy was fitted
+    full = ModifiedKneserNey(order=3).fit(train)
+    assert info == {"sizes": full.tables_.sizes(), "n_sentences": full.counts_.n_sentences,
+                    "n_tokens": full.counts_.n_tokens, "discounts": full.discounts_}
+    streamed = fit_arpa(str(TRAIN), tmp_path / "c.arpa", lm, memory="1M", temp_dir=tmp_path)
+    assert streamed == info and (tmp_path / "c.arpa").read_bytes() == ref  # one discount choice
+    assert fit_arpa(train, tmp_path / "d.arpa")["sizes"] == full.tables_.sizes()  # default: mkn, order 3
+    assert (tmp_path / "d.arpa").read_bytes() == ref
+
+
+@pytest.mark.parametrize("model", [ModifiedKneserNey(order=3, prune=(0, 1)), WittenBell(order=3)],
+                         ids=["mkn-prune", "wb"])
+def test_fit_arpa_with_a_budget_builds_what_it_cannot_stream(model, train, tmp_path):
+    ref = _arpa(type(model)(**model.get_params()).fit(train), tmp_path / "a.arpa")
+    fit_arpa(train, tmp_path / "b.arpa", model, memory="1M", temp_dir=tmp_path)
+    assert (tmp_path / "b.arpa").read_bytes() == ref
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.arpa", "b.arpa"]
+
+
+@pytest.mark.parametrize("model, match", [(None, None), ("mkn", "got str"),
+                                          (ModifiedKneserNey(order=0), "order"),
+                                          (StupidBackoff(order=2), "not a normalized")])
+def test_fit_arpa_refuses_before_reading_the_corpus(model, match, tmp_path):
+    def corpus():
+        raise AssertionError("the corpus was read")
+        yield "a b"
+
+    if model is None:
+        with pytest.raises(InputError, match="got NoneType"):  # a path that is not one
+            fit_arpa(corpus(), None)
+    else:
+        with pytest.raises(InputError, match=match):
+            fit_arpa(corpus(), tmp_path / "m.arpa", model)
+    assert list(tmp_path.iterdir()) == []

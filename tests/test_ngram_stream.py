@@ -59,3 +59,23 @@ def test_zero_probability_tokens_are_named():
     assert ev.zero_prob_tokens[0] == (0, 3, "</s>") and ev.perplexity == np.inf  # "cat </s>": unseen
     assert ev.zero_prob_tokens == sp.evaluate(model, ["the cat", "cat the dog"],
                                               tokenizer=sp.WhitespaceTokenizer(model.vocab)).zero_prob_tokens
+
+
+def test_the_streamed_scorer_probes_tables_only_for_models_that_score_by_them():
+    """A class says whether its log-probs are its tables' (``scores_from_tables``); a subclass
+    that scores otherwise is scored by its own ``_score_stream``, never by the tables."""
+    from seqprob.ngram import AddK, BackoffTablesModel
+
+    model = KneserNey(order=2).fit(TRAIN)
+    assert model.scores_from_tables and sp.read_arpa.__module__ == "seqprob.ngram.arpa"
+    assert not AddK.scores_from_tables
+
+    class Halved(BackoffTablesModel):  # overrides scoring without touching the flag
+        def _score_stream(self, stream, seg):
+            return super()._score_stream(stream, seg) / 2
+
+    assert not Halved.scores_from_tables
+    halved = Halved(model.tables_, model.vocab, model.tokenizer)
+    lines = ["the cat sat", "a dog"]
+    assert math.isclose(sp.evaluate(halved, lines).logprob, sp.evaluate(model, lines).logprob / 2,
+                        rel_tol=1e-12)

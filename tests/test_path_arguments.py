@@ -37,14 +37,8 @@ WRITERS = {
     "write_tiktoken_file": lambda path: write_tiktoken_file(path, {b"a": 0}),
     "safetensors.save_file": lambda path: safetensors.save_file({"x": np.zeros(2, np.float32)}, path),
     "ProbabilisticGrammar.to_json": lambda path: sp.toy_english().to_json(path),
-    "write_arpa_stream": lambda path: _write_arpa_stream(path),
+    "fit_arpa": lambda path: sp.ngram.fit_arpa(["a b", "b a"], path, memory="1M"),
 }
-
-
-def _write_arpa_stream(path):
-    from seqprob.ngram._arpa_stream import write_arpa_stream
-    model = _kn()
-    return write_arpa_stream(model.tables_, model.vocab, path)
 
 
 @pytest.mark.parametrize("bad", [None, 3, ["model.arpa"]], ids=["None", "int", "list"])

@@ -1,4 +1,4 @@
-"""sp.load_model(path): the registry of model formats and classes (issue 13, point 1)."""
+"""sp.load_model(path): the registry of model formats and classes."""
 import subprocess
 import sys
 from pathlib import Path
@@ -71,16 +71,18 @@ def test_a_user_format_joins_the_registry(tmp_path):
         registry.register_model_format("bad", None, print)
 
 
-def test_binary_ngram_files_go_to_load_ngram_when_present(tmp_path, monkeypatch):
-    path = tmp_path / "m.sqlm"
-    path.write_bytes(b"\0")
-    if not hasattr(sp, "load_ngram"):
-        with pytest.raises(InputError, match="load_ngram"):
-            sp.load_model(path)
-    sentinel = object()
-    monkeypatch.setattr(sp, "load_ngram", lambda p: sentinel, raising=False)
-    if registry._FORMATS["sqlm"].load is registry._load_sqlm:
-        assert sp.load_model(path) is sentinel
+def test_binary_ngram_files_are_registered_by_their_module(tmp_path):
+    from seqprob.errors import FileFormatError
+    from seqprob.ngram import binary
+
+    assert "seqprob.ngram.binary" in registry._BUILTIN_FAMILIES
+    assert {f.name: f for f in registry.model_formats()}["sqlm"].load is binary.load_ngram
+    model = sp.ngram.WittenBell(order=2).fit(LINES)
+    loaded = sp.load_model(model.save(tmp_path / "m.sqlm"))
+    assert isinstance(loaded, sp.ArpaModel) and loaded.tables_.sizes() == model.tables_.sizes()
+    (tmp_path / "bad.sqlm").write_bytes(b"\0")
+    with pytest.raises(FileFormatError, match="not a seqprob n-gram binary"):
+        sp.load_model(tmp_path / "bad.sqlm")
 
 
 def test_checkpoints_name_their_class_and_subclasses_load_as_the_registered_base(tmp_path):

@@ -169,8 +169,8 @@ def test_kill_9_during_ngram_fit_output_then_rerun_cleans_up(tmp_path):
             print("writing", flush=True)
             time.sleep(600)
         io.atomic_write = slow
-        import seqprob.arpa
-        seqprob.arpa.atomic_write = slow
+        import seqprob.ngram.arpa
+        seqprob.ngram.arpa.atomic_write = slow
         from seqprob.app.cli import main
         main(sys.argv[1:])
     """)

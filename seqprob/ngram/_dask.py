@@ -7,8 +7,8 @@ Three steps, each a Dask graph over the partitions, run by whatever scheduler is
    the driver concatenates the lists in partition order, which gives exactly the ids of the
    single-machine fit (``<unk>`` 0, ``<s>`` 1, ``</s>`` 2, then first appearance);
 2. *counting* (map): every partition is counted with that vocabulary into sorted prefix-linked
-   tables (:func:`seqprob.counts.count_ngrams`);
-3. *merging* (tree reduce): tables are merged pairwise (:func:`seqprob.counts.merge_counts`),
+   tables (:func:`seqprob.ngram.counts.count_ngrams`);
+3. *merging* (tree reduce): tables are merged pairwise (:func:`seqprob.ngram.counts.merge_counts`),
    ``split_every`` at a time, up to one table per order.
 
 This path serves the estimators that are not distributed further: their adjusted counts,
@@ -23,7 +23,7 @@ import os
 from collections import Counter
 
 from .._io import read_lines
-from ..counts import count_ngrams, merge_counts
+from .counts import count_ngrams, merge_counts
 from ..errors import InputError, PartitionError
 from ..tokenizers import WhitespaceTokenizer
 from ..vocab import BOS, EOS, UNK, Vocab

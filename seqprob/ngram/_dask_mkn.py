@@ -12,7 +12,7 @@ per-n-gram values it needs to assemble the model (the ARPA tables):
    gives the continuation counts N1+(. g) of the (m-1)-grams g it owns, and the histograms
    t_1..t_4 of the adjusted counts it holds;
 3. **discounts** (driver): histograms summed per order, D1, D2, D3+ per order (lmplz's
-   closed form, :func:`~seqprob.ngram.mkn_discounts`);
+   closed form, :func:`~seqprob.ngram.kneser_ney.mkn_discounts`);
 4. **context sums** (reduce, one task per order m and bucket, after a shuffle of the adjusted
    counts by a hash of their *context* w_1..w_{m-1}): S(h) = sum_w a(h w), gamma(h) and the
    discounted part u(w | h) = (a(h w) - D(a(h w))) / S(h) of every n-gram;
@@ -30,7 +30,7 @@ import logging
 
 import numpy as np
 
-from ..counts import NGramCounts, lookup_keys
+from .counts import NGramCounts, lookup_keys
 from ..errors import InputError
 from ._dask import _count, _guard, dask_vocabulary, partitions, shared
 from ._interpolate import count_of_counts, safe_log

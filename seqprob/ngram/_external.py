@@ -1,7 +1,7 @@
 """Bounded-memory n-gram counting: sorted runs spilled to disk, then a k-way merge.
 
 The corpus is read in chunks sized from a memory budget. Each chunk is counted on its own
-(:func:`seqprob.counts.count_stream`: sorted prefix-linked integer keys per order) and written
+(:func:`seqprob.ngram.counts.count_stream`: sorted prefix-linked integer keys per order) and written
 to a spill directory as one *run* of ``.npy`` files. The runs are then merged order by order
 with a k-way merge that holds one block of each run at a time:
 
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _parallel
-from ..counts import NGramCounts, count_stream, padded_stream
+from .counts import NGramCounts, count_stream, padded_stream
 from ..errors import InputError, MemoryBudgetError, SeqProbFileError
 
 __all__ = ["parse_memory", "SpillDir", "chunk_plan", "min_budget", "count_bounded", "release",
@@ -334,7 +334,7 @@ def _remove_merged(runs: list, m: int, order: int, spill: SpillDir) -> None:
 
 def count_bounded(chunks, order: int, vocab_size, bos_id: int, eos_id: int, budget: int,
                   spill: SpillDir) -> NGramCounts:
-    """Count n-grams like :func:`seqprob.counts.count_ngrams`, holding one chunk at a time.
+    """Count n-grams like :func:`seqprob.ngram.counts.count_ngrams`, holding one chunk at a time.
 
     Parameters
     ----------

@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-from ..counts import NGramCounts
+from .counts import NGramCounts
 from ..errors import InputError
 from ..vocab import Vocab
 from .tables import BackoffTables

@@ -176,7 +176,7 @@ class ProbeIndex:
     def lookup(self, queries: np.ndarray) -> np.ndarray:
         """Row of each query key, or -1."""
         if not self.has_rows:
-            from ..counts import lookup_keys
+            from .counts import lookup_keys
 
             return lookup_keys(self.keys, np.asarray(queries, dtype=np.int64))
         hit, rec = self.probe(queries)

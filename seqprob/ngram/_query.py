@@ -10,7 +10,7 @@ vectorized pass:
 - vocabulary ids: a word of at most 8 bytes *is* an integer (its bytes, zero-padded), looked up
   in the direct-mapped table of a :class:`WordIndex` (one cache-resident read; a shared slot
   holds its likeliest name, the others are found in a :class:`~seqprob.ngram._probe.ProbeIndex`);
-  longer words go through :class:`seqprob._arpa_fast.VocabIndex` (a hash of all their bytes,
+  longer words go through :class:`seqprob.ngram._arpa_fast.VocabIndex` (a hash of all their bytes,
   every match checked byte for byte); unknown words become ``<unk>``;
 - the stream ``<s> w .. </s> <s> ..`` is laid out with a mask of the positions that have a
   history, scored by the model (:func:`score_chain` straight from that mask for back-off
@@ -18,9 +18,8 @@ vectorized pass:
   does not grow with the corpus.
 
 Blocks are :data:`BLOCK_BYTES` = 128 KB (~32k positions): the block's temporary arrays stay
-near the L2 cache, and under glibc's heap-trim threshold. With 256 KB blocks the freed arrays
-went back to the system after every block and were faulted in again at the next (~3,300 page
-faults, ~6 ms of kernel time per pass over the 105k-token benchmark text, a fifth of it).
+near the L2 cache, and under glibc's heap-trim threshold, so the memory a block frees is reused
+by the next one instead of going back to the system and being faulted in again.
 
 With several threads (:func:`seqprob.set_num_threads`, ``SEQPROB_NUM_THREADS``...) as many
 blocks are scored at once on the ``_parallel`` pool (numpy releases the GIL in its loops); their
@@ -30,11 +29,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _arpa_fast as fast
+from . import _arpa_fast as fast
 from .._io import CorpusFile
 from .._parallel import for_row_blocks, num_threads
 from ..tokenizers import WhitespaceTokenizer
-from .base import BackoffLanguageModel
 from ._probe import ROW, ProbeIndex, _bucket, score_chain
 
 SUM_FIELDS = ("n_sentences", "n_tokens", "n_oov", "n_zeros", "logprob", "logprob_excl_oov",
@@ -179,7 +177,7 @@ class WordIndex:
     per name gives the id (one 4-byte read, checked against the name's integer). A slot
     shared by several names holds the likeliest of them, marked shared (the sign bit): only a
     word that is not that name reads on, in a :class:`ProbeIndex` of all short names. Longer
-    names go through :class:`seqprob._arpa_fast.VocabIndex`.
+    names go through :class:`seqprob.ngram._arpa_fast.VocabIndex`.
 
     Examples
     --------
@@ -300,7 +298,7 @@ def _add_block(model, words: dict, eos: bool, sums: dict) -> None:
     n = len(count)
     stream, start, has_history = _layout(vocab, ids, count, eos)
     lp = _score(model, stream, start, has_history)  # (L,) NaN at each <s>
-    lp[start] = 0.0  # (now a sum over the whole stream is one over the scored tokens)
+    lp[start] = 0.0  # so that a sum over the whole stream is one over the scored tokens
     is_oov = stream == vocab.unk_id  # (L,) every unknown word was mapped to <unk>
     total = float(lp.sum())
     n_oov = int(np.count_nonzero(is_oov))
@@ -348,7 +346,7 @@ def _layout(vocab, ids: np.ndarray, count: np.ndarray, eos: bool):
 def _score(model, stream: np.ndarray, start: np.ndarray, has_history: np.ndarray) -> np.ndarray:
     """The model's log P of each stream position (NaN at each ``<s>``): by :func:`score_chain`
     straight from the history mask when the model scores through its back-off tables."""
-    if type(model)._score_stream is BackoffLanguageModel._score_stream:
+    if getattr(model, "scores_from_tables", False):
         tables = model._tables()
         if not tables.unlisted_logbow:
             return score_chain(tables, stream, has_history)

@@ -1,4 +1,5 @@
-"""Modified Kneser-Ney from text straight to an ARPA file in bounded memory (like ``lmplz``).
+"""Text straight to an ARPA file: :func:`fit_arpa`, and modified Kneser-Ney in bounded memory
+without the model (like ``lmplz -S``).
 
 :meth:`NGramModel.fit` with ``memory=`` bounds counting and merging, then builds the model's
 tables in memory. :func:`fit_mkn_arpa` never builds the model: after the bounded counting it
@@ -23,20 +24,89 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_write
-from ..counts import NGramCounts
+from .._io import as_path
 from ..errors import InputError
 from ..vocab import Vocab
-from ._arpa_stream import arpa_names, progress_bar, write_header, write_section
 from ._external import SpillDir, chunk_plan, release
-from ._interpolate import (_forbid_bos, _n_predictable, _zero_specials, count_of_counts,
-                           resolve_discount)
-from .kneser_ney import kenlm_quirk_rows, mkn_discounts
+from ._interpolate import _forbid_bos, _n_predictable, _zero_specials
+from .arpa import arpa_writer, write_arpa
+from .base import NGramModel
+from .counts import NGramCounts
+from .kneser_ney import ModifiedKneserNey, kenlm_quirk_rows
 
-__all__ = ["fit_mkn_arpa"]
+__all__ = ["fit_arpa", "fit_mkn_arpa"]
 
 log = logging.getLogger(__name__)
 
+
+def fit_arpa(corpus, path, model=None, *, memory=None, temp_dir=None, tokenizer=None) -> dict:
+    """Fit an n-gram estimator on a corpus and write it as an ARPA file (``seqprob ngram fit``).
+
+    Parameters
+    ----------
+    corpus : iterable of str, or file name
+        Training sentences, one per line: a list, any iterable (read once), or a text file named
+        by a ``str`` or ``pathlib.Path`` (``.gz`` is decompressed, ``'-'`` is standard input):
+        where seqprob reads a corpus, a ``str`` names a file.
+    path : str or path-like
+        The ARPA file, written atomically (nothing is left behind on failure).
+    model : NGramModel, optional
+        The estimator whose settings are used (default ``ModifiedKneserNey(order=3)``). It is
+        not fitted by this call: a copy is, or, on the streamed path, no model at all.
+    memory : int or str, optional
+        A memory budget (``"1G"``, ``"512M"``, bytes), like ``lmplz -S``: counting spills
+        sorted runs to ``temp_dir``; :class:`ModifiedKneserNey` (without ``prune``) is then
+        estimated and written order by order and never held whole (:func:`fit_mkn_arpa`),
+        the other estimators are built from the bounded counts. The file is byte for byte
+        the one written without a budget. Default: everything in memory.
+    temp_dir : str or path, optional
+        Folder for the spill files (needs ``memory``).
+    tokenizer : Tokenizer, optional
+        As in :meth:`NGramModel.fit`.
+
+    Returns
+    -------
+    dict
+        ``sizes`` (n-grams per order), ``n_sentences``, ``n_tokens``, ``discounts`` (the
+        estimator's discounts per order, None for estimators without).
+
+    Raises
+    ------
+    InputError
+        ``model`` is not an n-gram estimator, or one without an ARPA form (``StupidBackoff``
+        is not normalized; ``AddK`` of order > 1 is refused once fitted), or the fit fails
+        as in :meth:`NGramModel.fit`.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from seqprob.ngram import ModifiedKneserNey
+    >>> out = os.path.join(tempfile.mkdtemp(), "m.arpa")
+    >>> lm = ModifiedKneserNey(order=2, discounts=[(0.5, 1, 1.5)] * 2)
+    >>> fit_arpa(["a b c", "a c b"], out, lm, memory="1M")["sizes"]
+    [6, 7]
+    """
+    path = as_path(path)  # a bad name is refused before the corpus is read
+    est = _unfitted_copy(ModifiedKneserNey() if model is None else model)
+    if memory is not None and type(est) is ModifiedKneserNey and est.prune is None:
+        return fit_mkn_arpa(est, corpus, path, memory, temp_dir, tokenizer, est.progress)
+    est.fit(corpus, tokenizer, memory=memory, temp_dir=temp_dir)
+    write_arpa(est, path, progress=est.progress)
+    return {"sizes": est.tables_.sizes(), "n_sentences": est.counts_.n_sentences,
+            "n_tokens": est.counts_.n_tokens, "discounts": getattr(est, "discounts_", None)}
+
+
+def _unfitted_copy(model) -> NGramModel:
+    """A fresh estimator with ``model``'s settings, checked before any text is read."""
+    if not isinstance(model, NGramModel):
+        raise InputError(f"fit_arpa needs an n-gram estimator (e.g. ModifiedKneserNey(order=5)), "
+                         f"got {type(model).__name__}", value=type(model).__name__)
+    if not model.normalized:
+        raise InputError(f"{type(model).__name__} scores are not a normalized distribution; an ARPA "
+                         "file holds probabilities, so it is not written (use a smoothed estimator)")
+    est = type(model)(**model.get_params())
+    est._check_params()
+    return est
 
 
 def fit_mkn_arpa(model, lines, path, memory, temp_dir=None, tokenizer=None, progress=None) -> dict:
@@ -48,7 +118,7 @@ def fit_mkn_arpa(model, lines, path, memory, temp_dir=None, tokenizer=None, prog
     model : ModifiedKneserNey
         Its settings (order, discounts, fallback, kenlm_quirk, min_count) are used; it is not
         fitted (no tables are kept).
-    lines : iterable of str, or pathlib.Path
+    lines : iterable of str, or file name
         As in :meth:`NGramModel.fit`.
     path : str or path-like
         The ARPA file, written atomically.
@@ -56,6 +126,8 @@ def fit_mkn_arpa(model, lines, path, memory, temp_dir=None, tokenizer=None, prog
         The budget (``"1G"``); see :func:`seqprob.ngram._external.chunk_plan`.
     temp_dir : path, optional
         Folder of the spill files.
+    progress : bool or None
+        The bar over the n-grams written (as in :func:`~seqprob.ngram.arpa.write_arpa`).
 
     Returns
     -------
@@ -68,15 +140,6 @@ def fit_mkn_arpa(model, lines, path, memory, temp_dir=None, tokenizer=None, prog
     order-m n-gram while adjusting; during pass m, p and gamma of order m-1 (two float64 per
     order-(m-1) n-gram) and the blocks. ``kenlm_quirk=True`` also reads every highest-order
     n-gram once as a word matrix.
-
-    Examples
-    --------
-    >>> import tempfile, os
-    >>> from seqprob.ngram import ModifiedKneserNey
-    >>> out = os.path.join(tempfile.mkdtemp(), "m.arpa")
-    >>> m = ModifiedKneserNey(order=2, discounts=[(0.5, 1, 1.5)] * 2)
-    >>> fit_mkn_arpa(m, ["a b c", "a c b"], out, memory="1M")["sizes"]
-    [6, 7]
     """
     model._check_params()
     if getattr(model, "prune", None) is not None:
@@ -85,11 +148,9 @@ def fit_mkn_arpa(model, lines, path, memory, temp_dir=None, tokenizer=None, prog
     plan = chunk_plan(memory, int(model.order))
     with SpillDir(temp_dir) as spill:
         counts, tok = model._count(lines, tokenizer, plan, spill)
-        if counts.n_tokens == counts.n_sentences:
-            raise InputError("the corpus has no words: only <s> and </s> would be counted "
-                             f"({counts.n_sentences} empty line(s))", n_sentences=counts.n_sentences)
+        model._check_has_words(counts.n_sentences, counts.n_tokens)
         adjusted, stats = adjusted_to_disk(model, counts, tok.vocab, spill, _block(plan.budget))
-        discounts = resolve_discounts(model, stats)
+        discounts = model._choose_discounts(stats)
         write_streamed(counts, tok.vocab, adjusted, discounts, Path(path), spill,
                        _block(plan.budget), progress)
     log.info("wrote %s: modified Kneser-Ney order %d, n-grams %s, in a %d-byte budget", path,
@@ -178,18 +239,6 @@ def _save(spill: SpillDir, name: str, arr: np.ndarray) -> np.ndarray:
     return np.load(spill.file(name), mmap_mode="r") if len(arr) else arr
 
 
-def resolve_discounts(model, stats: list) -> list:
-    """(D1, D2, D3+) per order, as :meth:`ModifiedKneserNey._estimate` picks them."""
-    out = []
-    for m, t in enumerate(stats, start=1):
-        est, valid = mkn_discounts(t)
-        fixed = tuple(model.discounts[m - 1]) if model.discounts is not None else None
-        fb = tuple(model.discount_fallback) if model.discount_fallback is not None else None
-        d = resolve_discount("modified Kneser-Ney", m, est, valid, fixed, fb, t)
-        out.append(tuple(float(x) for x in d))
-    return out
-
-
 def _discount(x: np.ndarray, d) -> np.ndarray:
     return np.select([x == 1, x == 2, x >= 3], [d[0], d[1], d[2]], 0.0)
 
@@ -198,7 +247,8 @@ def _discount(x: np.ndarray, d) -> np.ndarray:
 
 
 class _Sections:
-    """What :func:`write_section` reads: keys, log-probs and back-off weights of some orders."""
+    """What :meth:`ArpaSections.section` reads: keys, log-probs and back-off weights, the
+    orders not yet final left None."""
 
     def __init__(self, counts: NGramCounts):
         self.keys, self.vocab_size, self.order = counts.keys, counts.vocab_size, counts.order
@@ -209,27 +259,18 @@ class _Sections:
 def write_streamed(counts: NGramCounts, vocab: Vocab, adjusted: list, discounts: list,
                    path: Path, spill: SpillDir, block: int, progress) -> None:
     """Interpolate order by order and write every ARPA section as soon as it is complete."""
-    N = counts.order
-    names, sec = arpa_names(vocab), _Sections(counts)
-    bar = progress_bar(progress, sum(counts.sizes()), "estimating + writing ARPA")
+    N, sec = counts.order, _Sections(counts)
     p = _unigram_p(adjusted[0], discounts[0], vocab)  # (V,) unclamped, as interpolated_tables
-    try:
-        with atomic_write(path, "wb") as handle:
-            write_header(handle, counts.sizes())
-            for m in range(2, N + 1):
-                p_next, gamma = _pass(counts, m, adjusted[m - 1], discounts[m - 1], p, block, spill)
-                sec.logp[m - 2], sec.logbow[m - 2] = _clamped_log(p), _log(gamma)
-                del p, gamma
-                write_section(handle, sec, m - 1, names, vocab, bar,
-                              release=lambda: release(*counts.keys))
-                sec.logp[m - 2] = sec.logbow[m - 2] = None
-                p = p_next
-            sec.logp[N - 1] = _clamped_log(p) if N == 1 else p  # order N: logs from _pass
-            write_section(handle, sec, N, names, vocab, bar,
-                          release=lambda: release(sec.logp[N - 1], *counts.keys))
-            handle.write(b"\n\\end\\\n")
-    finally:
-        bar.close()
+    with arpa_writer(path, vocab, counts.sizes(), progress, "estimating + writing ARPA") as out:
+        for m in range(2, N + 1):
+            p_next, gamma = _pass(counts, m, adjusted[m - 1], discounts[m - 1], p, block, spill)
+            sec.logp[m - 2], sec.logbow[m - 2] = _clamped_log(p), _log(gamma)
+            del p, gamma
+            out.section(sec, m - 1, release=lambda: release(*counts.keys))
+            sec.logp[m - 2] = sec.logbow[m - 2] = None
+            p = p_next
+        sec.logp[N - 1] = _clamped_log(p) if N == 1 else p  # order N: logs from _pass
+        out.section(sec, N, release=lambda: release(sec.logp[N - 1], *counts.keys))
 
 
 def _unigram_p(a1: np.ndarray, d, vocab: Vocab) -> np.ndarray:

@@ -8,7 +8,7 @@ import logging
 import numpy as np
 
 from ..base import BaseLanguageModel
-from ..counts import NGramCounts, check_order, count_ngrams
+from .counts import NGramCounts, check_order, count_ngrams
 from ..checks import check_int
 from ..errors import InputError, fitted
 from ..tokenizers import Tokenizer, WhitespaceTokenizer
@@ -17,7 +17,7 @@ from ._corpus import build_whitespace_vocab, encode_chunks, line_chunks, spill_v
 from ._external import SpillDir, chunk_plan, count_bounded
 from .tables import BackoffTables, NGramState, segments_of_batch
 
-__all__ = ["NGramModel", "BackoffLanguageModel"]
+__all__ = ["NGramModel", "BackoffLanguageModel", "BackoffTablesModel"]
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +25,17 @@ log = logging.getLogger(__name__)
 class BackoffLanguageModel(BaseLanguageModel):
     """A :class:`~seqprob.protocols.LanguageModel` scored from :class:`BackoffTables`
     (``self.tables_``). Never builds a (T, V) array in ``token_logprobs``."""
+
+    #: True when every log-probability is the back-off tables' (``self._tables()``): corpus
+    #: scoring (:meth:`corpus_sums`) then probes the tables directly instead of calling
+    #: ``_score_stream``. A subclass that scores some other way sets it False (one that
+    #: overrides ``_score_stream`` without saying gets False).
+    scores_from_tables = True
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "_score_stream" in vars(cls) and "scores_from_tables" not in vars(cls):
+            cls.scores_from_tables = False
 
     def _tables(self) -> BackoffTables:
         return fitted(self, "tables_")
@@ -94,9 +105,58 @@ class BackoffLanguageModel(BaseLanguageModel):
     def save(self, path, hash: bool = True):
         """Write the model as a memory-mapped binary file; :func:`seqprob.load_ngram` maps it
         back in O(1). See :func:`seqprob.ngram.binary.save_ngram`."""
-        from .binary import save_ngram
+        from ._sqlm import write_sqlm
 
-        return save_ngram(self, path, hash=hash)
+        return write_sqlm(self._tables(), self.vocab, getattr(self, "tokenizer", None), path, hash,
+                          normalized=getattr(self, "normalized", True))
+
+
+class BackoffTablesModel(BackoffLanguageModel):
+    """A back-off n-gram model given by its tables: what :func:`~seqprob.ngram.arpa.read_arpa`
+    and :func:`~seqprob.ngram.binary.load_ngram` return, and what
+    :func:`~seqprob.ngram.prune.prune_entropy` and :meth:`Mixture.to_backoff` build.
+    ``seqprob.ArpaModel`` is another name of this class.
+
+    Parameters
+    ----------
+    tables : BackoffTables
+    vocab : Vocab
+    tokenizer : Tokenizer, optional
+        The tokenizer that turns text into this vocabulary's ids (an ARPA file's is a
+        :class:`WhitespaceTokenizer`); None: pass one to the scoring functions.
+    path : str, optional
+        The file the tables were read from.
+
+    Examples
+    --------
+    >>> from seqprob.ngram import WittenBell
+    >>> lm = WittenBell(order=2).fit(["a b", "b a"])
+    >>> BackoffTablesModel(lm.tables_, lm.vocab, lm.tokenizer)
+    BackoffTablesModel(order=2, ngrams=[5, 6], path=None)
+    """
+
+    def __init__(self, tables: BackoffTables, vocab: Vocab, tokenizer: Tokenizer | None = None,
+                 path: str | None = None):
+        if tokenizer is not None and not (hasattr(tokenizer, "encode") and hasattr(tokenizer, "vocab")):
+            raise InputError(f"tokenizer must be a seqprob Tokenizer or None, got "
+                             f"{type(tokenizer).__name__} {tokenizer!r:.60} (the file name is the "
+                             "keyword argument path=)", value=type(tokenizer).__name__)
+        self.tables_ = tables
+        self.vocab_ = vocab
+        self.tokenizer_ = tokenizer
+        self.path = path
+
+    @property
+    def order(self) -> int:
+        """N, the highest order listed."""
+        return self.tables_.order
+
+    @property
+    def tokenizer(self) -> Tokenizer | None:
+        return self.tokenizer_
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(order={self.order}, ngrams={self.tables_.sizes()}, path={self.path!r})"
 
 
 class NGramModel(BackoffLanguageModel):

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from ..checks import check_real
-from ..counts import NGramCounts
+from .counts import NGramCounts
 from ..errors import InputError
 from ..vocab import Vocab
 from ._interpolate import (_n_predictable, count_of_counts, interpolated_tables,
@@ -205,6 +205,9 @@ class AddK(NGramModel):
     >>> round(float(np.exp(m.token_logprobs([v.bos_id, v.id("b")])[0])), 6)  # 0.5 / (2 + 0.5 * 4)
     0.125
     """
+
+    #: Order > 1 scores from its counts, not from back-off tables.
+    scores_from_tables = False
 
     def __init__(self, order: int = 3, k: float = 1.0, min_count: int = 1,
                  chunk_chars: int = 1 << 23, progress: bool | None = None):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..counts import NGramCounts
+from .counts import NGramCounts
 from ..errors import InputError
 from ..vocab import Vocab
 from ._interpolate import count_of_counts, interpolated_tables, resolve_discount

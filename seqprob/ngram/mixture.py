@@ -18,8 +18,9 @@ from ..base import BaseLanguageModel
 from ..errors import InputError, has_attribute
 from ..functional import logsumexp
 from ..vocab import check_ids
-from ..counts import lookup_keys
-from .prune import TablesModel, last_logprob, recompute_backoffs, suffix_rows
+from .counts import lookup_keys
+from .base import BackoffTablesModel
+from .prune import last_logprob, recompute_backoffs, suffix_rows
 from .tables import BackoffTables
 
 __all__ = ["Mixture", "MixtureWeightError", "interpolate", "em_weights", "MixtureState"]
@@ -213,7 +214,7 @@ class Mixture(BaseLanguageModel):
         return self
 
     # ------------------------------------------------------------------ static mixture
-    def to_backoff(self) -> TablesModel:
+    def to_backoff(self) -> BackoffTablesModel:
         """One back-off model: the union of the components' n-grams (SRILM ``-mix-lm``).
 
         Notes
@@ -233,7 +234,7 @@ class Mixture(BaseLanguageModel):
                 raise InputError(f"models[{i}] ({type(m).__name__}) is not a normalized back-off "
                                  "n-gram model: only the dynamic mixture is available")
             tables.append(t())
-        return TablesModel(static_mixture(tables, self.weights_), self.vocab, self.tokenizer)
+        return BackoffTablesModel(static_mixture(tables, self.weights_), self.vocab, self.tokenizer)
 
     def _tables(self) -> BackoffTables:
         """Tables of :meth:`to_backoff` (so that ``write_arpa(mixture, path)`` works)."""

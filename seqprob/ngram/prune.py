@@ -11,13 +11,13 @@ import logging
 
 import numpy as np
 
-from ..counts import lookup_keys
+from .counts import lookup_keys
 from ..errors import InputError
-from .base import BackoffLanguageModel
+from .base import BackoffTablesModel
 from .tables import BackoffTables
 
 __all__ = ["check_prune_thresholds", "count_prune_discounts", "subset_tables", "recompute_backoffs",
-           "prune_entropy", "entropy_deltas", "TablesModel", "last_logprob", "suffix_rows",
+           "prune_entropy", "entropy_deltas", "last_logprob", "suffix_rows",
            "lower_logprobs", "backoff_sums", "context_logprobs"]
 
 log = logging.getLogger(__name__)
@@ -237,7 +237,7 @@ def prune_entropy(model, threshold: float):
 
     Parameters
     ----------
-    model : a fitted back-off n-gram model (any seqprob estimator, ArpaModel, a static mixture)
+    model : a fitted back-off n-gram model (any seqprob estimator, one read from a file, a static mixture)
         Must be normalized.
     threshold : float
         theta > 0: an n-gram is removed when removing it alone raises the model's perplexity
@@ -245,7 +245,7 @@ def prune_entropy(model, threshold: float):
 
     Returns
     -------
-    TablesModel
+    BackoffTablesModel
         A new normalized back-off model (same vocabulary and tokenizer); the input is unchanged.
 
     Notes
@@ -289,7 +289,7 @@ def prune_entropy(model, threshold: float):
         tables = subset_tables(tables, keep)  # back-offs are stale until the end; never read before
     recompute_backoffs(tables)
     log.info("prune_entropy(%g): n-grams %s -> %s", th, src.sizes(), tables.sizes())
-    return TablesModel(tables, model.vocab, getattr(model, "tokenizer", None))
+    return BackoffTablesModel(tables, model.vocab, getattr(model, "tokenizer", None))
 
 
 def _check_threshold(threshold) -> float:
@@ -300,28 +300,3 @@ def _check_threshold(threshold) -> float:
     if not np.isfinite(th) or th <= 0:
         raise InputError(f"threshold must be a finite number > 0, got {threshold!r}", value=threshold, limit=0)
     return th
-
-
-class TablesModel(BackoffLanguageModel):
-    """A back-off model made of tables: the result of pruning or of a static mixture.
-
-    Attributes
-    ----------
-    tables_ : BackoffTables
-    vocab_ : Vocab
-    tokenizer : Tokenizer or None
-        The source model's tokenizer.
-    """
-
-    def __init__(self, tables: BackoffTables, vocab, tokenizer=None):
-        self.tables_ = tables
-        self.vocab_ = vocab
-        self.tokenizer = tokenizer
-
-    @property
-    def order(self) -> int:
-        """N, the highest order listed."""
-        return self.tables_.order
-
-    def __repr__(self) -> str:
-        return f"TablesModel(order={self.order}, ngrams={self.tables_.sizes()})"

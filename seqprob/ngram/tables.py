@@ -6,14 +6,14 @@ log P(w | h), and for each listed context h a back-off weight log gamma(h). An u
 (an unlisted context has gamma = 1). Interpolated estimators (Kneser-Ney, Witten-Bell,
 absolute discounting) are exactly of this form, which is what the ARPA format stores.
 
-Keys use the prefix-linked layout of :mod:`seqprob.counts`: ``key = prefix_row * V + word``.
+Keys use the prefix-linked layout of :mod:`seqprob.ngram.counts`: ``key = prefix_row * V + word``.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..base import PrefixState
-from ..counts import KeyHash, child_bounds, lookup_keys
+from .counts import KeyHash, child_bounds, lookup_keys
 from ._probe import ProbeIndex, score_chain
 
 __all__ = ["BackoffTables", "NGramState", "ngram_rows", "segments_of_batch", "expand_children"]
@@ -28,7 +28,7 @@ def expand_children(pos: np.ndarray, lo: np.ndarray, hi: np.ndarray):
     """Every (position, child row) pair: position ``pos[i]`` once per row in ``[lo[i], hi[i])``.
 
     The child rows of a context are a contiguous range of the sorted keys of the next order
-    (see :func:`seqprob.counts.child_bounds`); this flattens all ranges at once.
+    (see :func:`seqprob.ngram.counts.child_bounds`); this flattens all ranges at once.
 
     Returns
     -------

@@ -47,7 +47,8 @@ DESCRIPTION = ("A language model is a probability distribution over sequences. s
                "token of texts; ppl: perplexity of a test corpus; sample: draw text; ngram: fit "
                "n-gram models (ARPA, .sqlm) and convert them; train: train a GPT; tokenize: show "
                "tokens; compress / decompress: arithmetic coding with a model; report: every "
-               "figure in an HTML page; demo: the whole story on the toy language.")
+               "figure in an HTML page; explore: the chain rule live in a local web page; demo: the "
+               "whole story on the toy language.")
 
 
 def build_parser() -> argparse.ArgumentParser:

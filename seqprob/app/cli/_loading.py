@@ -94,7 +94,7 @@ def load_model(path, progress: bool = False, command: str = ""):
     with stage(command, f"loading model {str(path)!r} ({size / 2**20:.0f} MB)",
                progress and size >= BIG_MODEL_BYTES):
         if fmt is not None and fmt.name == "arpa":
-            from ...arpa import read_arpa
+            from ...ngram.arpa import read_arpa
 
             return read_arpa(p, progress=progress)
         return load(path)

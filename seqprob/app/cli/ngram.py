@@ -8,7 +8,7 @@ import time
 
 from ...errors import InputError
 from ._common import add_progress_option, check_input_file, check_output_file, progress_wanted
-from ._files import gzip_output, looks_like_arpa, looks_like_sqlm, refuse_overwriting_inputs
+from ._files import looks_like_arpa, looks_like_sqlm, refuse_overwriting_inputs
 from ._loading import stage
 
 log = logging.getLogger(__name__)
@@ -106,9 +106,7 @@ def build_model(args):
             raise InputError(f"--prune applies to --smoothing mkn (lmplz), not {args.smoothing}",
                              value=args.smoothing)
         kwargs["prune"] = tuple(args.prune)
-    model = cls(**kwargs)
-    model._check_params()
-    return model
+    return cls(**kwargs)
 
 
 def _check_fit_output(args) -> None:
@@ -125,7 +123,7 @@ def _check_fit_output(args) -> None:
 
 def run_build_binary(args) -> int:
     """ARPA -> .sqlm, atomically."""
-    from ...arpa import read_arpa
+    from ...ngram.arpa import read_arpa
     from ...ngram.binary import save_ngram
 
     _check_build_binary(args.arpa, args.output, args.force)
@@ -166,7 +164,7 @@ def _check_build_binary(arpa: str, out: str, force: bool) -> None:
 def run_fit(args) -> int:
     """Fit, then write the model atomically (ARPA, gzipped ARPA or .sqlm); warnings (discount
     fallback) go to stderr. Every argument and OUTPUT are checked before counting starts."""
-    from ..._io import read_lines
+    from ...ngram import fit_arpa
 
     check_input_file(args.corpus, "CORPUS")
     _check_fit_output(args)
@@ -178,34 +176,14 @@ def run_fit(args) -> int:
     model.progress = progress
     start = time.perf_counter()
     # warnings (discount fallback) print as one line: see cli.main
-    streamed = not str(args.output).endswith(".sqlm") and getattr(model, "prune", None) is None
-    if memory is not None and args.smoothing == "mkn" and streamed:
-        from seqprob.ngram._stream_mkn import fit_mkn_arpa  # text -> ARPA, never the model
-
-        with gzip_output(args.output) as target:
-            info = fit_mkn_arpa(model, read_lines(args.corpus), target, memory, temp_dir, progress=progress)
-        return _report(args, model, info["sizes"], info["n_sentences"], info["n_tokens"], start)
-    model.fit(read_lines(args.corpus), memory=memory, temp_dir=temp_dir)
-    _write(model, args.output, memory is not None, progress)
-    return _report(args, model, model.tables_.sizes(), model.counts_.n_sentences,
-                   model.counts_.n_tokens, start)
-
-
-def _write(model, output: str, streamed: bool, progress: bool) -> None:
-    """The fitted model as .sqlm, or as ARPA (gzipped for a .gz name)."""
-    from ...arpa import write_arpa
-
-    if output.endswith(".sqlm"):  # the memory-mapped binary instead of ARPA text
-        with stage("ngram fit", f"writing {output!r}", progress):
-            model.save(output)
-        return
-    with gzip_output(output) as target:
-        if not streamed:
-            write_arpa(model, target, progress=progress)
-        else:
-            from seqprob.ngram._arpa_stream import write_arpa_stream
-
-            write_arpa_stream(model.tables_, model.vocab, target, progress=progress)
+    if str(args.output).endswith(".sqlm"):  # the memory-mapped binary instead of ARPA text
+        model.fit(args.corpus, memory=memory, temp_dir=temp_dir)
+        with stage("ngram fit", f"writing {args.output!r}", progress):
+            model.save(args.output)
+        return _report(args, model, model.tables_.sizes(), model.counts_.n_sentences,
+                       model.counts_.n_tokens, start)
+    info = fit_arpa(args.corpus, args.output, model, memory=memory, temp_dir=temp_dir)  # .gz: gzipped
+    return _report(args, model, info["sizes"], info["n_sentences"], info["n_tokens"], start)
 
 
 def _report(args, model, sizes: list, n_sentences: int, n_tokens: int, start: float) -> int:

@@ -17,6 +17,7 @@ Anything malformed raises :class:`~seqprob.errors.ArpaFormatError` naming the 1-
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import logging
 import math
@@ -26,62 +27,41 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import _parallel
+from .._io import as_path, atomic_write
+from ..errors import ArpaFormatError, InputError, SeqProbFileError
+from ..functional import LN10
+from ..registry import register_model_format
+from ..tokenizers import WhitespaceTokenizer
+from ..vocab import BOS, EOS, UNK, Vocab
 from . import _arpa_fast as _fast
-from . import _parallel
-from ._io import as_path, atomic_write
+from .base import BackoffTablesModel
 from .counts import MAX_ORDER, lookup_keys
-from .errors import ArpaFormatError, InputError, SeqProbFileError
-from .functional import LN10
-from .ngram._arpa_stream import arpa_names, write_header, write_section
-from .ngram.base import BackoffLanguageModel
-from .ngram.tables import BackoffTables
-from .tokenizers import WhitespaceTokenizer
-from .vocab import BOS, EOS, UNK, Vocab
+from .tables import BackoffTables
 
-__all__ = ["read_arpa", "write_arpa", "ArpaModel"]
+__all__ = ["read_arpa", "write_arpa", "arpa_writer", "ArpaModel", "BLOCK_BYTES"]
 
 log = logging.getLogger(__name__)
 
 _ZERO = -99.0  # SRILM's log10 pseudo-zero
 
 
-class ArpaModel(BackoffLanguageModel):
-    """A back-off n-gram model read from an ARPA file (see :func:`read_arpa`).
+#: The model :func:`read_arpa` returns: another name of
+#: :class:`~seqprob.ngram.base.BackoffTablesModel` (the one model made of back-off tables, also
+#: what ``load_ngram``, ``prune_entropy`` and ``Mixture.to_backoff`` give), kept as
+#: ``seqprob.ArpaModel``.
+ArpaModel = BackoffTablesModel
 
-    Attributes
-    ----------
-    tables_ : BackoffTables
-    vocab_ : Vocab
-        ``<unk>``, ``<s>``, ``</s>`` at ids 0, 1, 2, then the unigrams in file order.
-    tokenizer_ : WhitespaceTokenizer
-        Splits text on whitespace; unknown words become ``<unk>``.
-    path : str or None
-    """
 
-    def __init__(self, tables: BackoffTables, vocab: Vocab, path: str | None = None):
-        self.tables_ = tables
-        self.vocab_ = vocab
-        self.tokenizer_ = WhitespaceTokenizer(vocab)
-        self.path = path
-
-    @property
-    def order(self) -> int:
-        """N, the highest order in the file."""
-        return self.tables_.order
-
-    @property
-    def tokenizer(self) -> WhitespaceTokenizer:
-        return self.tokenizer_
-
-    def __repr__(self) -> str:
-        return f"ArpaModel(order={self.order}, ngrams={self.tables_.sizes()}, path={self.path!r})"
+def _model(tables: BackoffTables, vocab: Vocab, path: str) -> BackoffTablesModel:
+    return BackoffTablesModel(tables, vocab, WhitespaceTokenizer(vocab), path=path)
 
 
 # ---------------------------------------------------------------------------- reading
 
 
-def read_arpa(path, progress: bool | None = None) -> ArpaModel:
-    """Read an ARPA file (``.gz`` is decompressed) into an :class:`ArpaModel`.
+def read_arpa(path, progress: bool | None = None) -> BackoffTablesModel:
+    """Read an ARPA file (``.gz`` is decompressed) into a back-off model.
 
     Parameters
     ----------
@@ -92,7 +72,10 @@ def read_arpa(path, progress: bool | None = None) -> ArpaModel:
 
     Returns
     -------
-    ArpaModel
+    BackoffTablesModel
+        Its tables, vocabulary (``<unk>``, ``<s>``, ``</s>`` at ids 0, 1, 2, then the unigrams
+        in file order), a :class:`WhitespaceTokenizer` (unknown words become ``<unk>``) and
+        ``path``.
 
     Raises
     ------
@@ -101,10 +84,10 @@ def read_arpa(path, progress: bool | None = None) -> ArpaModel:
 
     Notes
     -----
-    Sections are parsed a whole column at a time (numbers by C ``strtod``, words by a hash of
-    their bytes checked byte for byte; :mod:`seqprob._arpa_fast`); a file with anything
-    unusual (another kind of whitespace, ``inf``, a malformed line...) is read line by line
-    instead, which gives the same model or names the offending line.
+    Sections are parsed a whole column at a time (numbers by pandas' C parser, words by a hash
+    of their bytes checked byte for byte; :mod:`seqprob.ngram._arpa_fast`); a file with
+    anything unusual (another kind of whitespace, ``inf``, a malformed line...) is read line
+    by line instead, which gives the same model or names the offending line.
 
     Examples
     --------
@@ -123,7 +106,7 @@ def read_arpa(path, progress: bool | None = None) -> ArpaModel:
     return model
 
 
-def _read_lines(data: bytes, path: str) -> ArpaModel:
+def _read_lines(data: bytes, path: str) -> BackoffTablesModel:
     """The line-by-line reader: slower, but it names the line of any error."""
     lines = _decode_lines(data, path)
     declared, sections, _ = _parse_structure(lines, path)
@@ -274,7 +257,7 @@ def _to_nats(log10_values: np.ndarray) -> np.ndarray:
     return np.where(log10_values == _ZERO, -np.inf, log10_values * LN10)
 
 
-def _build(lines: list, declared: dict, sections: dict, path: str) -> ArpaModel:
+def _build(lines: list, declared: dict, sections: dict, path: str) -> BackoffTablesModel:
     N = len(declared)
     linenos = sections[1][1]
     words, probs, bows = _parse_entries(lines, linenos, 1, N == 1, path)
@@ -289,7 +272,7 @@ def _build(lines: list, declared: dict, sections: dict, path: str) -> ArpaModel:
         logp.append(_to_nats(probs)[perm])
         logbow.append(_to_nats(bows)[perm])
     tables = BackoffTables(V, keys, logp, logbow[: N - 1])
-    return ArpaModel(tables, vocab, path)
+    return _model(tables, vocab, path)
 
 
 def _section_keys(words: list, linenos: list, m: int, vocab: Vocab, keys: list, path: str):
@@ -372,7 +355,7 @@ class _Unusual(Exception):
     """The column reader met something that only the line reader handles or reports."""
 
 
-def _read_fast(data: bytes, path: str, progress) -> ArpaModel | None:
+def _read_fast(data: bytes, path: str, progress) -> BackoffTablesModel | None:
     """The model of a well-formed file, parsed column by column; None for anything else."""
     odd = _ODD_ASCII
     if not data.isascii():
@@ -394,7 +377,7 @@ def _read_fast(data: bytes, path: str, progress) -> ArpaModel | None:
     return model
 
 
-def _columns_model(data: bytes, path: str, progress) -> ArpaModel:
+def _columns_model(data: bytes, path: str, progress) -> BackoffTablesModel:
     declared, sections = _split_sections(data)
     N = len(declared)
     with _bar(sum(declared.values()), "reading ARPA", progress) as bar:
@@ -418,7 +401,7 @@ def _columns_model(data: bytes, path: str, progress) -> ArpaModel:
             logp.append(_to_nats(probs)[perm])
             logbow.append(_to_nats(bows)[perm])
             bar.update(len(k))
-    return ArpaModel(BackoffTables(V, keys, logp, logbow[: N - 1]), vocab, path)
+    return _model(BackoffTables(V, keys, logp, logbow[: N - 1]), vocab, path)
 
 
 def _split_sections(data: bytes):
@@ -479,10 +462,7 @@ def _section_columns(section: bytes, m: int, highest: bool, count: int):
     if len(first) != count or not ((fields == m + 1) | (fields == m + 2)).all():
         raise _Unusual
     has_bow = fields == m + 2  # (n,)
-    numbers = _tab_columns(section, buf, starts, ends, first, has_bow, m)
-    if numbers is None:
-        numbers = _number_fields(buf, starts, ends, first, has_bow, m)
-    probs, bows = numbers
+    probs, bows = _number_columns(section, buf, starts, ends, first, has_bow, m)
     if np.isnan(probs).any() or np.isnan(bows).any() or (probs > 0).any() or (bows == np.inf).any() \
             or (highest and (bows != 0).any()):
         raise _Unusual
@@ -490,43 +470,46 @@ def _section_columns(section: bytes, m: int, highest: bool, count: int):
     return section, buf, starts[word], ends[word], probs, bows
 
 
-def _number_fields(buf, starts, ends, first, has_bow, m):
-    """(log10 probs, log10 back-offs) of a section's lines, parsed field by field."""
-    number = np.sort(np.concatenate([first, first[has_bow] + m + 1]))  # fields in file order
-    values = _fast.parse_numbers(buf, starts[number], ends[number])
-    if values is None:
-        raise _Unusual
-    at = np.arange(len(first)) + np.cumsum(has_bow) - has_bow  # (n,) index of each prob
-    return values[at], np.where(has_bow, values[np.minimum(at + 1, len(values) - 1)], 0.0)
-
-
-def _tab_columns(section, buf, starts, ends, first, has_bow, m):
-    """(log10 probs, log10 back-offs) by pandas' C parser when every line is exactly
-    ``p<TAB>w1 .. wm[<TAB>b]`` (KenLM's and SRILM's layout); None otherwise."""
-    if b"\r" in section or len(np.flatnonzero(buf == 9)) != len(first) + has_bow.sum():
-        return None
-    last = ends[first + m + has_bow]  # (n,) end of each line's last field
-    last = last[last < len(buf)]  # (the file's last line may lack its newline)
-    bow_at = starts[first[has_bow] + m + 1]
-    if not ((buf[starts[first] - 1] == 10).all() and (buf[ends[first]] == 9).all()
-            and (buf[bow_at - 1] == 9).all() and (buf[last] == 10).all()):
-        return None
+def _number_columns(section: bytes, buf, starts, ends, first, has_bow, m: int):
+    """(log10 probs, log10 back-offs) of a section's lines by pandas' C parser, which reads only
+    the number columns: split on tabs when every line is exactly ``p<TAB>w1 .. wm[<TAB>b]``
+    (KenLM's and SRILM's layout, three times faster), else on runs of spaces and tabs. A
+    missing back-off reads as NaN (masked by ``has_bow``), so do ``nan`` and ``NA`` (the
+    caller refuses a NaN); a field that is not a number, or a line count that differs from
+    :func:`~seqprob.ngram._arpa_fast.tokenize`'s, raises :class:`_Unusual`."""
+    if not len(first):
+        return np.zeros(0), np.zeros(0)
+    tabs = _tab_layout(section, buf, starts, ends, first, has_bow, m)
+    if not tabs and section.count(b"\r") != section.count(b"\r\n"):
+        raise _Unusual  # a lone CR ends a line for pandas, not for str.split
+    width = 2 if tabs else m + 1  # fields before the back-off
+    cols = [0, width] if has_bow.any() else [0]
     import csv
     import io
 
     import pandas as pd
 
     try:
-        cols = [0, 2] if has_bow.any() else [0]
-        frame = pd.read_csv(io.BytesIO(section), sep="\t", header=None, names=range(cols[-1] + 1),
-                            usecols=cols, dtype=np.float64, quoting=csv.QUOTE_NONE, na_filter=False,
-                            engine="c")
+        frame = pd.read_csv(io.BytesIO(section), sep="\t" if tabs else r"\s+", header=None,
+                            names=range(width + len(cols) - 1), usecols=cols, dtype=np.float64,
+                            quoting=csv.QUOTE_NONE, engine="c")
     except (ValueError, pd.errors.ParserError):
-        return None
+        raise _Unusual from None
     if len(frame) != len(first):
-        return None
-    bows = np.where(has_bow, frame[2].to_numpy(), 0.0) if len(cols) > 1 else np.zeros(len(frame))
+        raise _Unusual
+    bows = np.where(has_bow, frame[width].to_numpy(), 0.0) if len(cols) > 1 else np.zeros(len(frame))
     return frame[0].to_numpy(), bows
+
+
+def _tab_layout(section: bytes, buf, starts, ends, first, has_bow, m: int) -> bool:
+    """True if every line is exactly ``p<TAB>w1 .. wm[<TAB>b]<LF>`` (no CR, no other tab)."""
+    if b"\r" in section or len(np.flatnonzero(buf == 9)) != len(first) + has_bow.sum():
+        return False
+    last = ends[first + m + has_bow]  # (n,) end of each line's last field
+    last = last[last < len(buf)]  # (the file's last line may lack its newline)
+    bow_at = starts[first[has_bow] + m + 1]
+    return bool((buf[starts[first] - 1] == 10).all() and (buf[ends[first]] == 9).all()
+                and (buf[bow_at - 1] == 9).all() and (buf[last] == 10).all())
 
 
 def _bar(total: int, desc: str, progress):
@@ -546,13 +529,14 @@ def write_arpa(model, path, progress: bool | None = None) -> Path:
 
     Parameters
     ----------
-    model : a fitted seqprob n-gram model or :class:`ArpaModel`
+    model : a fitted seqprob n-gram model or one read from a file
         Any estimator whose rows are back-off expressible: ``ModifiedKneserNey``,
         ``KneserNey``, ``WittenBell``, ``AbsoluteDiscount``, ``MLE`` (zeros written as -99),
         ``AddK`` of order 1. ``StupidBackoff`` (not normalized) and ``AddK`` of order > 1 (not a
         back-off model) raise :class:`~seqprob.errors.InputError`.
     path : str or path-like
-        Destination; written through a temporary file, so a failure leaves nothing behind.
+        Destination; written through a temporary file, so a failure leaves nothing behind. A
+        name ending in ``.gz`` is gzipped (KenLM's ``.arpa.gz``), and reads back as it is.
     progress : bool or None
         Progress bar over the n-grams (None: only for over a million n-grams on a terminal).
 
@@ -566,9 +550,10 @@ def write_arpa(model, path, progress: bool | None = None) -> Path:
     no back-off column; probability 0 is written as -99; ``<s>`` as 0 (KenLM's convention:
     it is never predicted). Numbers carry 10 significant digits (``"%.10g"``).
 
-    Lines are assembled a chunk at a time as byte matrices (numbers formatted by
-    :func:`seqprob._arpa_fast.format_g10`, words gathered from a padded name matrix): no
-    Python work per n-gram.
+    Lines are assembled a block of about :data:`BLOCK_BYTES` at a time as byte matrices
+    (numbers formatted by :func:`seqprob.ngram._arpa_fast.format_g10`, words gathered from a
+    padded name matrix): no Python work per n-gram, and memory bounded by the block, not by
+    the model.
 
     Examples
     --------
@@ -584,20 +569,79 @@ def write_arpa(model, path, progress: bool | None = None) -> Path:
     if not hasattr(model, "_tables"):
         raise InputError(f"write_arpa needs a seqprob n-gram model, got {type(model).__name__}")
     tables = model._tables()
-    vocab = model.vocab
-    name_bytes = arpa_names(vocab)  # (V, longest name)
-    path = as_path(path)
-    sizes = tables.sizes()
-    with atomic_write(path, "wb") as handle, _bar(sum(sizes), "writing ARPA", progress) as bar:
-        write_header(handle, sizes)
+    with arpa_writer(path, model.vocab, tables.sizes(), progress) as out:
         for m in range(1, tables.order + 1):
-            write_section(handle, tables, m, name_bytes, vocab, bar)
+            out.section(tables, m)
+    return out.path
+
+
+#: Bytes of ARPA text formatted per block (a few MB: large enough that the per-block numpy
+#: calls cost nothing, small enough that a block's byte matrices stay far below the model).
+BLOCK_BYTES = 1 << 22
+
+
+@contextlib.contextmanager
+def arpa_writer(path, vocab: Vocab, sizes: list, progress: bool | None = None, desc: str = "writing ARPA"):
+    """An ARPA file written section by section, atomically: the one writer of
+    :func:`write_arpa` and of the streamed fit (which hands each order over as soon as its
+    back-off weights are known).
+
+    Parameters
+    ----------
+    path : str or path-like
+    vocab : Vocab
+        Distinct ``<s>`` and ``</s>``; no token with whitespace or NUL (refused here, before
+        anything is written).
+    sizes : list of int
+        N-grams per order, for the ``\\data\\`` header.
+    progress : bool or None
+        Progress bar over the n-grams (None: only for over a million n-grams on a terminal).
+
+    Yields
+    ------
+    ArpaSections
+        ``section(tables, m)`` writes order m; the file ends (``\\end\\``) and is renamed into
+        place when the block exits without an error, and is removed otherwise.
+    """
+    names = arpa_names(vocab)
+    path = as_path(path)
+    with atomic_write(path, "wb") as raw, _gzipped(raw, path) as handle, _bar(sum(sizes), desc, progress) as bar:
+        handle.write(b"\\data\\\n" + b"".join(b"ngram %d=%d\n" % (m, n) for m, n in enumerate(sizes, 1)))
+        out = ArpaSections(handle, names, vocab, bar, path)
+        yield out
         handle.write(b"\n\\end\\\n")
-    log.info("wrote %s: n-grams %s", path, sizes)
-    return path
+    log.info("wrote %s: n-grams %s", path, list(sizes))
 
 
-def _arpa_names(vocab: Vocab) -> list:
+def _gzipped(handle, path: Path):
+    """``handle`` itself, or a gzip stream into it for a ``.gz`` name (KenLM's convention for a
+    compressed ARPA file, which :func:`read_arpa` reads back)."""
+    if path.suffix != ".gz":
+        return contextlib.nullcontext(handle)
+    return gzip.GzipFile(filename="", mode="wb", fileobj=handle, compresslevel=6, mtime=0)
+
+
+class ArpaSections:
+    """The sections of an ARPA file being written (see :func:`arpa_writer`)."""
+
+    def __init__(self, handle, names: np.ndarray, vocab: Vocab, bar, path: Path):
+        self.handle, self.names, self.vocab, self.bar, self.path = handle, names, vocab, bar, path
+
+    def section(self, tables, m: int, release=None) -> None:
+        """Write the ``\\m-grams:`` section of ``tables`` (anything with ``keys``, ``logp``,
+        ``logbow``, ``order`` and ``vocab_size`` like :class:`BackoffTables`), a block at a
+        time; ``release()`` after each block (the streamed fit drops its mapped pages)."""
+        self.handle.write(b"\n\\%d-grams:\n" % m)
+        for lines, chunk in _section_text(tables, m, self.names, self.vocab):
+            self.handle.write(chunk)
+            self.bar.update(lines)
+            if release is not None:
+                release()
+
+
+def arpa_names(vocab: Vocab) -> np.ndarray:
+    """(V, longest) byte matrix of the ARPA spelling of every id (``<s>``, ``</s>``, ``<unk>``),
+    refusing tokens an ARPA file cannot hold."""
     if vocab.bos_id is None or vocab.eos_id is None or vocab.bos_id == vocab.eos_id:
         raise InputError("an ARPA file needs distinct <s> and </s> tokens; this vocabulary has "
                          f"bos={vocab.bos!r}, eos={vocab.eos!r}")
@@ -613,7 +657,9 @@ def _arpa_names(vocab: Vocab) -> list:
         dup = next(n for i, n in enumerate(names) if n in names[:i])
         raise InputError(f"token {dup!r} would appear twice in the ARPA file (it is also a special "
                          "symbol)", token=dup)
-    return names
+    if any("\0" in name for name in names):  # the byte matrices pad names with NUL bytes
+        raise InputError("a token contains a NUL character, which an ARPA file cannot hold")
+    return _fast.name_matrix(names)
 
 
 def _ngram_words(tables: BackoffTables, m: int, lo: int, hi: int) -> np.ndarray:
@@ -632,15 +678,15 @@ def _log10_text(values: np.ndarray, out: np.ndarray | None = None) -> np.ndarray
     return _fast.format_g10(np.where(log10 == -math.inf, _ZERO, log10), out)  # (c, 18)
 
 
-def _section_text(tables: BackoffTables, m: int, names: np.ndarray, vocab: Vocab, step: int | None = None):
-    """(lines, bytes) of the order-m section, ``step`` lines (default: a few MB) at a time.
+def _section_text(tables: BackoffTables, m: int, names: np.ndarray, vocab: Vocab):
+    """(lines, bytes) of the order-m section, about :data:`BLOCK_BYTES` at a time.
 
     Blocks are formatted on :mod:`seqprob._parallel`'s threads (numpy releases the GIL in
     its loops) and yielded in order: the bytes do not depend on the number of threads.
     """
     n, highest = len(tables.keys[m - 1]), m == tables.order
     words = [_fast.name_words(names, sep) for sep in (b" ", b"\n" if highest else b"\t")]
-    step = step or max(1, (1 << 22) // (2 * _fast.G10_WIDTH + m * (names.shape[1] + 1) + 2))
+    step = max(1, BLOCK_BYTES // (2 * _fast.G10_WIDTH + m * (names.shape[1] + 1) + 2))
     bounds = [(lo, min(n, lo + step)) for lo in range(0, n, step)]
     texts = _parallel.map_ordered(lambda b: _block_text(tables, m, words, vocab, *b), bounds)
     for (lo, hi), text in zip(bounds, texts):
@@ -679,8 +725,7 @@ def _block_text(tables: BackoffTables, m: int, words: list, vocab: Vocab, lo: in
     return _fast.squeeze(text)
 
 
-# ------------------------------------------------ this family joins the model registry
-from .registry import register_model_format  # noqa: E402  (a leaf module: no cycle)
+# ---------------------------------------------------------------------------- registry
 
 
 def _is_arpa_file(path) -> bool:

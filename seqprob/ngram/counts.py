@@ -21,7 +21,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 __all__ = ["NGramCounts", "count_ngrams", "count_sequences", "padded_stream", "lookup_keys",
            "child_bounds", "KeyHash", "MAX_ORDER"]

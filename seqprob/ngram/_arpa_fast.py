@@ -1,6 +1,6 @@
-"""Whole-column ARPA text: ``%.10g`` formatting and number/word parsing with numpy.
+"""Whole-column ARPA text: ``%.10g`` formatting, fields and word ids with numpy.
 
-The ARPA writer and reader of :mod:`seqprob.arpa` spend their time on millions of short
+The ARPA writer and reader of :mod:`seqprob.ngram.arpa` spend their time on millions of short
 fields. Here each field kind is handled as one array operation over a byte matrix:
 
 - :func:`format_g10` turns floats into the exact bytes of C's ``"%.10g"`` (Python's
@@ -8,9 +8,7 @@ fields. Here each field kind is handled as one array operation over a byte matri
   up to 1e22 are exact), rounded to 10 digits whose text is built in two uint64 words; the
   rare values within 1e-5 of a rounding tie (and inf, nan, huge or tiny ones) are formatted
   by Python, so the output stays byte-identical.
-- :func:`parse_numbers` parses plain decimal fields with C ``strtod`` (``np.fromstring``),
-  correctly rounded like Python's ``float``; anything else (``inf``, ``nan``, ``1_0``, hex)
-  is handed back to the caller (``None``).
+- :func:`tokenize` finds the whitespace-separated fields of a text block and its lines;
 - :func:`word_ids` maps word fields to vocabulary ids through a 64-bit hash of their bytes,
   every match checked byte for byte.
 
@@ -19,13 +17,9 @@ boolean mask (:func:`squeeze`); ARPA text never contains a 0 byte (the callers c
 """
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
-
-__all__ = ["format_g10", "squeeze", "name_matrix", "parse_numbers", "word_ids", "tokenize",
-           "VocabIndex"]
+__all__ = ["format_g10", "squeeze", "name_matrix", "name_words", "word_ids", "tokenize", "VocabIndex"]
 
 G10_WIDTH = 18  # sign + 16 bytes of fixed-form text; exponent form: sign d . 9 digits e-dd
 _POW10 = 10.0 ** np.arange(23)  # exact in float64
@@ -245,31 +239,6 @@ def tokenize(section: bytes):
     first = np.concatenate([[0], before])[count > 0]  # first field of each non-blank line
     count = count[count > 0]
     return buf, starts, ends, first, count
-
-
-_NUMBER_BYTE = np.zeros(256, dtype=bool)
-_NUMBER_BYTE[list(b"0123456789+-.eE")] = True
-
-
-def parse_numbers(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
-    """Float values of decimal fields (C ``strtod``: correctly rounded like Python's
-    ``float``), or None if a field is not a plain decimal (``inf``, ``nan``, ``1_0``, ``0x1p3``
-    ...): the caller then parses with Python."""
-    if not len(starts):
-        return np.zeros(0)
-    bounds = np.column_stack([starts, ends]).ravel()  # (2n,) field starts and ends, in order
-    runs = np.diff(np.concatenate([[0], bounds, [len(buf)]]))  # (2n+1,) outside, inside, ...
-    keep = np.repeat(np.arange(len(runs)) % 2 == 1, runs)  # (bytes,) inside a number field
-    if not _NUMBER_BYTE[buf[keep]].all():
-        return None
-    text = np.where(keep, buf, np.uint8(32)).tobytes()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        try:
-            values = np.fromstring(text, dtype=np.float64, sep=" ")
-        except (ValueError, DeprecationWarning):
-            return None
-    return values if len(values) == len(starts) else None
 
 
 _LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
