@@ -22,13 +22,14 @@ from pathlib import Path
 
 import numpy as np
 
+from ._progress import progress_bar
 from .checks import check_int
 from .errors import CheckpointError, InputError, TrainingDivergedError, TrainingInterrupted
 from .optim import AdamW, clip_grad_norm, cosine_schedule
 from .protocols import Trainable
 from .vocab import check_ids
 
-__all__ = ["train", "sample_windows", "evaluate_loss", "progress_bar", "kept_best", "HISTORY_COLUMNS",
+__all__ = ["train", "sample_windows", "evaluate_loss", "kept_best", "HISTORY_COLUMNS",
            "BEST_FOLDER", "OverfittingWarning"]
 
 log = logging.getLogger(__name__)
@@ -42,21 +43,6 @@ RISE = 0.01
 
 class OverfittingWarning(UserWarning):
     """The validation loss has not improved for several evaluations and is now above its lowest."""
-
-
-def progress_bar(total: int, desc: str, progress: bool, unit: str = "step", initial: int = 0,
-                 leave: bool = True):
-    """The tqdm bar of training (and of the demo's stages), on standard error.
-
-    Examples
-    --------
-    >>> bar = progress_bar(3, "demo", progress=False)
-    >>> bar.update(1); bar.close()
-    """
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=initial, disable=not progress, desc=desc, unit=unit,
-                leave=leave, dynamic_ncols=True)
 
 
 def sample_windows(ids: np.ndarray, batch_size: int, block: int, rng: np.random.Generator) -> np.ndarray:

@@ -196,7 +196,7 @@ class _Stages:
     own bar under it); nothing when ``progress`` is false."""
 
     def __init__(self, progress: bool):
-        from ..training import progress_bar
+        from .._progress import progress_bar
 
         self.bar = progress_bar(len(STAGES), "demo", progress, unit="stage", leave=False)
         self.done = -1

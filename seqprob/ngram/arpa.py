@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _parallel
+from .._progress import progress_bar
 from .._io import as_path, atomic_write
 from ..errors import ArpaFormatError, InputError, SeqProbFileError
 from ..functional import LN10
@@ -513,12 +514,9 @@ def _tab_layout(section: bytes, buf, starts, ends, first, has_bow, m: int) -> bo
 
 
 def _bar(total: int, desc: str, progress):
-    """A tqdm bar over n-grams (``progress=None``: files of over a million, on a terminal)."""
-    from tqdm.auto import tqdm
-
-    show = progress if progress is not None else (None if total > 1_000_000 else False)
-    return tqdm(total=total, desc=desc, unit=" n-grams", unit_scale=True, leave=False,
-                disable=(not show) if show is not None else None)
+    """A bar over n-grams (``progress=None``: files of over a million, on a terminal)."""
+    return progress_bar(total, desc, progress, unit=" n-grams", unit_scale=True, leave=False,
+                        min_total=1_000_001)
 
 
 # ---------------------------------------------------------------------------- writing

@@ -7,6 +7,7 @@ import logging
 
 import numpy as np
 
+from .._progress import counted, progress_bar, wanted
 from ..base import BaseLanguageModel
 from .counts import NGramCounts, check_order, count_ngrams
 from ..checks import check_int
@@ -422,19 +423,8 @@ def _check_specials(vocab: Vocab) -> None:
 
 
 def _progress(chunks, progress, total=None):
-    """Count the lines of ``chunks`` on a tqdm bar (``progress=None``: only on a terminal)."""
-    if not progress and progress is not None:
+    """Count the lines of ``chunks`` on a bar (``progress=None``: only on a terminal)."""
+    if not wanted(progress):
         return chunks
-    from tqdm.auto import tqdm
-
-    bar = tqdm(desc="counting n-grams", unit=" lines", total=total, leave=False,
-               disable=None if progress is None else False)
-
-    def gen():
-        try:
-            for first, chunk in chunks:
-                yield first, chunk
-                bar.update(len(chunk))
-        finally:
-            bar.close()
-    return gen()
+    bar = progress_bar(total, "counting n-grams", True, unit=" lines", leave=False)
+    return counted(chunks, bar, size=lambda item: len(item[1]))

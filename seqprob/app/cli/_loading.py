@@ -30,12 +30,9 @@ BIG_MODEL_BYTES = 16 << 20
 
 def progress_wanted(args) -> bool:
     """Progress bars and stage lines: on when stderr is a terminal, off with ``--no-progress``."""
-    if getattr(args, "no_progress", False):
-        return False
-    try:
-        return bool(sys.stderr.isatty())
-    except (AttributeError, ValueError):
-        return False
+    from ..._progress import wanted
+
+    return False if getattr(args, "no_progress", False) else wanted(None)
 
 
 class stage:
