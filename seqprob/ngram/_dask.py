@@ -29,7 +29,7 @@ from ..tokenizers import WhitespaceTokenizer
 from ..vocab import BOS, EOS, UNK, Vocab
 from ._corpus import _RESERVED, _reserved_error, _split, encode_chunks, line_chunks
 
-__all__ = ["partitions", "fit_counts_dask", "dask_vocabulary", "shared"]
+__all__ = ["partitions", "fit_counts_dask", "dask_vocabulary", "shared", "guarded"]
 
 
 def partitions(source) -> list:
@@ -70,7 +70,7 @@ def shared(obj):
     return dask.delayed(obj, traverse=False)
 
 
-def _guard(index: int, fn, *args):
+def guarded(index: int, fn, *args):
     """Run ``fn`` for partition ``index``; any failure becomes a :class:`PartitionError`."""
     try:
         return fn(*args)
@@ -121,7 +121,7 @@ def dask_vocabulary(parts: list, min_count: int, chunk_chars: int) -> Whitespace
     """The single-machine fit's vocabulary: words in first-appearance order over partitions."""
     import dask
 
-    tasks = [dask.delayed(_guard)(i, _words, p, chunk_chars) for i, p in enumerate(parts)]
+    tasks = [dask.delayed(guarded)(i, _words, p, chunk_chars) for i, p in enumerate(parts)]
     total: Counter = Counter()
     for words in dask.compute(*tasks):
         total.update(words)  # partition order: first appearance over the whole corpus
@@ -138,7 +138,7 @@ def fit_counts_dask(source, order: int, tokenizer, min_count: int, chunk_chars: 
     if tokenizer is None:
         tokenizer = dask_vocabulary(parts, min_count, chunk_chars)
     tok = shared(tokenizer)
-    tasks = [dask.delayed(_guard)(i, _count, p, tok, order, chunk_chars)
+    tasks = [dask.delayed(guarded)(i, _count, p, tok, order, chunk_chars)
              for i, p in enumerate(parts)]
     (counts,) = dask.compute(_tree_reduce(tasks, len(tokenizer.vocab), split_every))
     if counts is None:

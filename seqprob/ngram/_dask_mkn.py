@@ -32,7 +32,7 @@ import numpy as np
 
 from .counts import NGramCounts, lookup_keys
 from ..errors import InputError
-from ._dask import _count, _guard, dask_vocabulary, partitions, shared
+from ._dask import _count, guarded, dask_vocabulary, partitions, shared
 from ._interpolate import count_of_counts, safe_log
 from .tables import BackoffTables
 
@@ -241,7 +241,7 @@ def _count_graph(parts, tokenizer, order: int, chunk_chars: int, n_buckets: int)
     import dask
 
     bos, tok = tokenizer.vocab.bos_id, shared(tokenizer)
-    counted = [dask.delayed(_guard)(i, _count_split, p, tok, order, chunk_chars, n_buckets)
+    counted = [dask.delayed(guarded)(i, _count_split, p, tok, order, chunk_chars, n_buckets)
                for i, p in enumerate(parts)]
     meta = dask.delayed(_sum_meta)([dask.delayed(_meta)(c) for c in counted])
     merged = {m: [dask.delayed(_merge_bucket, nout=4)(

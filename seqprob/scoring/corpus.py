@@ -354,10 +354,10 @@ def evaluate_dask(model, paths_or_bag, tokenizer=None, bos: bool = True, eos: bo
     """
     import dask
 
-    from ..ngram._dask import _guard, partitions, shared
+    from ..ngram._dask import guarded, partitions, shared
 
     model_key, tok_key = shared(model), shared(tokenizer)  # sent once per worker, not per task
-    tasks = [dask.delayed(_guard)(i, _partition_sums, p, model_key, tok_key, bos, eos)
+    tasks = [dask.delayed(guarded)(i, _partition_sums, p, model_key, tok_key, bos, eos)
              for i, p in enumerate(partitions(paths_or_bag))]
     return _evaluation(model, _add(dask.compute(*tasks)), eos)
 
