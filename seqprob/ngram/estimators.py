@@ -18,10 +18,6 @@ from .tables import BackoffTables, expand_children, ngram_rows, segments_of_batc
 __all__ = ["MLE", "AddK", "Laplace", "AbsoluteDiscount", "WittenBell", "StupidBackoff"]
 
 
-def _check_positive(name: str, value, upper: float | None = None) -> float:
-    return check_real(name, value, low=0, high=upper, low_open=True)
-
-
 class MLE(NGramModel):
     """Maximum-likelihood n-gram model: relative frequencies, zeros shown honestly.
 
@@ -75,7 +71,7 @@ class StupidBackoff(NGramModel):
 
     def _check_params(self) -> None:
         super()._check_params()
-        _check_positive("alpha", self.alpha, upper=1.0)
+        check_real("alpha", self.alpha, low=0, high=1.0, low_open=True)
 
     def _estimate(self, counts: NGramCounts, vocab: Vocab) -> None:
         la = math.log(float(self.alpha))
@@ -145,7 +141,7 @@ class AbsoluteDiscount(NGramModel):
         super()._check_params()
         _per_order(self.discount, int(self.order), "discount", upper=1.0)
         if self.discount_fallback is not None:
-            _check_positive("discount_fallback", self.discount_fallback, upper=1.0)
+            check_real("discount_fallback", self.discount_fallback, low=0, high=1.0, low_open=True)
 
     def _discount_counts(self, counts: NGramCounts, vocab: Vocab) -> list:
         return [smoothed_unigram_counts(counts, vocab)] + \
@@ -175,12 +171,12 @@ def _per_order(value, order: int, name: str, upper: float):
     if value is None:
         return None
     if isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool):
-        return [_check_positive(name, value, upper)] * order
+        return [check_real(name, value, low=0, high=upper, low_open=True)] * order
     values = list(value)
     if len(values) != order:
         raise InputError(f"{name} needs one value per order ({order}), got {len(values)}",
                          value=values, limit=order)
-    return [_check_positive(name, v, upper) for v in values]
+    return [check_real(name, v, low=0, high=upper, low_open=True) for v in values]
 
 
 class AddK(NGramModel):
@@ -216,7 +212,7 @@ class AddK(NGramModel):
 
     def _check_params(self) -> None:
         super()._check_params()
-        _check_positive("k", self.k)
+        check_real("k", self.k, low=0, low_open=True)
 
     def _estimate(self, counts: NGramCounts, vocab: Vocab) -> None:
         self.k_ = float(self.k)

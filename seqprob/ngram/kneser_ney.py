@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .counts import NGramCounts
+from ..checks import check_real
 from ..errors import InputError
 from ..vocab import Vocab
 from ._interpolate import count_of_counts, interpolated_tables, resolve_discount
-from .estimators import AbsoluteDiscount, _check_positive
+from .counts import NGramCounts
+from .estimators import AbsoluteDiscount
 from .base import NGramModel
 from .prune import check_prune_thresholds, count_prune_discounts, subset_tables
 
@@ -267,4 +268,4 @@ def _check_triple(value, name: str) -> tuple:
         raise InputError(f"{name} must be (D1, D2, D3+), got {value!r}", value=value) from None
     if len(d) != 3:
         raise InputError(f"{name} must be (D1, D2, D3+), got {value!r}", value=value)
-    return tuple(_check_positive(f"{name} D{k}", x, upper=float(k)) for k, x in enumerate(d, start=1))
+    return tuple(check_real(f"{name} D{k}", x, low=0, high=float(k), low_open=True) for k, x in enumerate(d, start=1))
