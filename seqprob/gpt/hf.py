@@ -372,7 +372,7 @@ def _fused(out: np.ndarray, parts: list) -> np.ndarray:
     array: no concatenated copy for ``load_params`` to copy again)."""
     lo = 0
     for part in parts:
-        copy_into(out[..., lo:lo + part.shape[-1]], part)  # a transposed part: in row blocks
+        copy_into(out[..., lo:lo + part.shape[-1]], part)  # a transposed part: in tiles
         st.release(part)
         lo += part.shape[-1]
     return out

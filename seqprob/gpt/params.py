@@ -97,18 +97,20 @@ def column_major_names(config) -> frozenset:
     return frozenset({"wte"} if config.tie_weights else {"lm_head.w"})
 
 
-def copy_into(dest: np.ndarray, value: np.ndarray, rows: int = 64) -> None:
+def copy_into(dest: np.ndarray, value: np.ndarray, tile: int = 256) -> None:
     """``dest[...] = value``; a 2-D copy between different memory orders (a row-major file
     array into a column-major W_U, a transposed HF matrix into a row-major parameter) goes
-    ``rows`` rows at a time so that both sides of the transposing copy stay in cache
-    (GPT-2's 50,257 x 768 W_U: 83 ms against 319 ms for one whole-array copy)."""
+    ``tile`` x ``tile`` blocks at a time so that both sides of the transposing copy stay in
+    cache (a 3072 x 768 HF matrix: 3.2 ms against 17 ms for one whole-array copy; GPT-2's
+    50,257 x 768 W_U: 80 ms against 319 ms)."""
     same_order = (dest.flags.c_contiguous and value.flags.c_contiguous) or \
         (dest.flags.f_contiguous and value.flags.f_contiguous)
     if dest.ndim != 2 or value.ndim != 2 or same_order:
         dest[...] = value
         return
-    for lo in range(0, dest.shape[0], rows):
-        dest[lo:lo + rows] = value[lo:lo + rows]
+    for lo in range(0, dest.shape[0], tile):
+        for left in range(0, dest.shape[1], tile):
+            dest[lo:lo + tile, left:left + tile] = value[lo:lo + tile, left:left + tile]
 
 
 def check_fits(dest: np.ndarray, value, name: str) -> None:
