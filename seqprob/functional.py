@@ -8,6 +8,7 @@ longer than a model's context: the GPT's own ``stride`` and :mod:`seqprob.scorin
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -16,6 +17,7 @@ from .errors import InputError, TemperatureError
 __all__ = [
     "logsumexp", "log_softmax", "softmax", "entropy", "nats_to_bits", "bits_to_nats",
     "nats_to_log10", "log10_to_nats", "surprisal_bits", "LN2", "LN10", "plan_windows", "check_stride",
+    "TokenStats", "target_stats",
 ]
 
 LN2 = math.log(2.0)
@@ -210,6 +212,81 @@ def entropy(logp, axis: int = -1, base: float = math.e, check_normalized: bool =
     terms = np.where(p > 0, -p * np.where(np.isfinite(arr), arr, 0.0), 0.0)
     h = terms.sum(axis=axis)
     return h / math.log(base) if base != math.e else h
+
+
+class TokenStats(NamedTuple):
+    """What scoring needs of each position's next-token distribution: log P of the token that
+    is there (nats, float64), the distribution's entropy (nats, float64) and the token's rank
+    (int64, 1 = the most probable)."""
+
+    logprob: np.ndarray
+    entropy: np.ndarray
+    rank: np.ndarray
+
+
+#: Floats of one float64 block of :func:`target_stats` (2 MiB): its two scratch blocks and
+#: mask stay in cache, however many rows the caller hands over.
+STATS_BLOCK_FLOATS = 1 << 18
+
+
+def target_stats(logp, targets, check: bool = True) -> TokenStats:
+    """log P, entropy and rank of ``targets`` under rows of log-probabilities, in float64.
+
+    Parameters
+    ----------
+    logp : ndarray, shape (N, V)
+        Normalized log-probabilities (any float dtype); -inf entries are probability 0.
+    targets : ndarray of int, shape (N,)
+        The token of each row.
+    check : bool
+        Raise :class:`InputError` for NaN or +inf in a row (else its entropy is NaN or inf,
+        for a caller that names the cause itself).
+
+    Returns
+    -------
+    TokenStats
+        (N,) arrays ``logprob``, ``entropy`` (nats) and ``rank``.
+
+    Notes
+    -----
+    logprob_i = logp[i, x_i]; entropy_i = -sum_v p_v log p_v with 0 log 0 = 0, summed in
+    float64; rank_i = 1 + #{v : logp[i, v] > logp[i, x_i]} (a tie ranks with the token). Rows
+    go through float64 ``STATS_BLOCK_FLOATS`` at a time, each row summed whole, so the
+    numbers do not depend on how many rows a call gets.
+
+    Examples
+    --------
+    >>> s = target_stats(np.log([[0.5, 0.25, 0.25]]), np.array([1]))
+    >>> float(s.entropy[0] / LN2), int(s.rank[0])
+    (1.5, 2)
+    """
+    N, V = logp.shape
+    out = TokenStats(np.empty(N), np.empty(N), np.empty(N, dtype=np.int64))
+    step = max(1, min(N, STATS_BLOCK_FLOATS // V))
+    r, e, mask = np.empty((step, V)), np.empty((step, V)), np.empty((step, V), dtype=bool)
+    for i in range(0, N, step):
+        n = min(step, N - i)
+        np.copyto(r[:n], logp[i:i + n])  # (n, V) float64
+        _block_stats(r[:n], targets[i:i + n], e[:n], mask[:n], out, i)
+        if check and not np.isfinite(out.entropy[i:i + n]).all():
+            _check_finite_logits(logp[i:i + n], "log-probabilities")
+    return out
+
+
+def _block_stats(r, targets, e, mask, out: TokenStats, at: int) -> None:
+    """Fill rows ``at .. at + len(r)`` of ``out`` from float64 rows ``r`` (n, V); ``e`` and
+    ``mask`` are scratch of r's shape."""
+    n = len(r)
+    lp = out.logprob[at:at + n]
+    lp[:] = r[np.arange(n), targets]
+    np.greater(r, lp[:, None], out=mask)
+    out.rank[at:at + n] = 1 + np.count_nonzero(mask, axis=1)
+    with np.errstate(over="ignore", invalid="ignore"):  # a bad row: its entropy is not finite
+        np.exp(r, out=e)
+        np.greater(e, 0, out=mask)
+        np.multiply(e, r, out=e, where=mask)  # p log p; p = 0 (log p = -inf) stays 0
+        h = np.sum(e, axis=1)  # (n,) each row summed whole (pairwise), whatever n is
+    np.negative(h, out=out.entropy[at:at + n])
 
 
 def nats_to_bits(x):

@@ -9,6 +9,8 @@ the protocol (never by reading private attributes):
 * :class:`Trainable` (``params``, ``loss_and_grads``): what :func:`seqprob.train` needs;
 * :class:`Inspectable` (``run_with_cache``, ``unembed``): what the logit lens and the
   attention maps need;
+* :class:`StreamingScorer` (``token_stats``): per-position log P, entropy and rank without
+  handing out (T, V) rows, which scoring then never builds;
 * two optional attributes, read through :func:`model_tokenizer` and :func:`is_normalized`:
   ``tokenizer`` (the model's own tokenizer, used when none is passed) and ``normalized``
   (``False`` for a model whose rows need not sum to one, e.g. stupid back-off).
@@ -17,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["LanguageModel", "State", "Trainable", "Inspectable", "CorpusScorer", "model_tokenizer",
-           "is_normalized"]
+__all__ = ["LanguageModel", "State", "Trainable", "Inspectable", "CorpusScorer", "StreamingScorer",
+           "model_tokenizer", "is_normalized"]
 
 
 @runtime_checkable
@@ -110,6 +112,23 @@ class Inspectable(Protocol):
 
     def unembed(self, resid):
         """Logits ln_f(resid) W_U^T of residual-stream vectors (..., C)."""
+
+
+@runtime_checkable
+class StreamingScorer(Protocol):
+    """Optional: a model that computes what a scores table needs of each next-token
+    distribution itself (the GPT), in memory that does not grow with T x V.
+
+    ``token_stats(ids)`` takes x_0 .. x_T, shape (T+1,) or (B, T+1), and returns
+    ``(logprob, entropy, rank)`` (a :class:`~seqprob.functional.TokenStats`), each (T,) or
+    (B, T): log P(x_t | x_<t) and the entropy of P(. | x_<t) in nats, and 1 + the number of
+    tokens more probable than x_t. They must equal what
+    :func:`~seqprob.functional.target_stats` gives on the model's ``logprobs`` rows;
+    :func:`seqprob.score` uses them in place of those rows whenever the model has them.
+    """
+
+    def token_stats(self, ids):
+        """(logprob, entropy, rank) of the tokens of ids x_0 .. x_T."""
 
 
 def model_tokenizer(model, tokenizer=None):

@@ -17,7 +17,8 @@ import numpy as np
 from .. import _parallel, nn
 from ..base import BaseLanguageModel
 from ..errors import ContextLengthError, InputError
-from ..functional import check_stride, plan_windows
+from ..checks import check_int
+from ..functional import TokenStats, check_stride, plan_windows, target_stats
 from ..vocab import Vocab, check_ids
 from . import backward, decode, stages
 from .block import block_forward, make_workspace, norm_forward
@@ -480,6 +481,77 @@ class GPT(BaseLanguageModel):
         out = self._slide(batch, stride, self._token_logprobs_window, offset=1)
         self._check_finite(out, "log-probabilities")
         return out[0] if squeeze else out
+
+    #: Bytes of (chunk, V) logits that :meth:`token_stats` (scoring with entropy and rank)
+    #: holds at once, all threads together; set it on a model, or pass ``budget_bytes``.
+    score_budget_bytes = 32 << 20
+
+    @_quiet
+    def token_stats(self, ids, stride: int | None = None, budget_bytes: int | None = None) -> TokenStats:
+        """log P(x_t | x_<t), the entropy of P(. | x_<t) and the rank of x_t at every position,
+        without building the (T, V) log-probabilities: (T+1,) -> (T,) each, (B, T+1) -> (B, T).
+
+        Parameters
+        ----------
+        ids : array_like of int, shape (T+1,) or (B, T+1)
+            x_0 .. x_T.
+        stride : int, optional
+            Window step as in :meth:`logprobs` for sequences longer than ``block_size + 1``.
+        budget_bytes : int, optional
+            Most bytes of logits held at once (default :attr:`score_budget_bytes`, 32 MiB).
+
+        Returns
+        -------
+        TokenStats
+            ``logprob`` (nats) and ``entropy`` (nats) float64, ``rank`` int64.
+
+        Notes
+        -----
+        The final-norm rows are unembedded ``chunk = max(1, budget_bytes // (V * itemsize *
+        threads))`` positions at a time into one reused (chunk, V) buffer per thread, each
+        chunk log-softmaxed in place and reduced by :func:`~seqprob.functional.target_stats`:
+        logprob = log softmax(u_t)[x_t], entropy = -sum_v p_v log p_v (float64), rank = 1 +
+        #{v : p_v > p_(x_t)}. Memory beyond the weights and the forward pass is O(chunk x V),
+        not O(T x V). Each row's numbers are those of :meth:`logprobs`; only the BLAS may round
+        a row differently by how many rows one product has.
+
+        Examples
+        --------
+        >>> model = GPT(GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=1, n_embd=4))
+        >>> s = model.token_stats([0, 1, 2], budget_bytes=1)
+        >>> bool(np.allclose(s.logprob, model.token_logprobs([0, 1, 2]))), s.rank.shape
+        (True, (2,))
+        """
+        batch, squeeze = self._validate(ids, min_len=2)
+        budget = check_int("budget_bytes", self.score_budget_bytes if budget_bytes is None else budget_bytes, low=1)
+        chunk = max(1, budget // (self.config.vocab_size * self.dtype.itemsize * _parallel.num_threads()))
+        out = self._slide(batch, stride, functools.partial(self._token_stats_window, chunk=chunk), offset=1)
+        self._check_finite(out, "log-probabilities")  # (B, T, 3): NaN where a row was
+        stats = TokenStats(out[..., 0], out[..., 1], out[..., 2].astype(np.int64))
+        return TokenStats(*(a[0] for a in stats)) if squeeze else stats
+
+    def _token_stats_window(self, batch: np.ndarray, chunk: int) -> np.ndarray:
+        """(B, T, 3) float64 [logprob, entropy, rank] of one window x_0 .. x_T (B, T+1)."""
+        inputs, targets = batch[:, :-1], batch[:, 1:].reshape(-1)
+        B, T = inputs.shape
+        out = np.empty((B * T, 3))
+        self._forward_rows(inputs, lambda h2, lo, hi: self._stream_stats(h2, targets[lo:hi], out[lo:hi], chunk))
+        return out.reshape(B, T, 3)
+
+    def _stream_stats(self, h2: np.ndarray, targets: np.ndarray, out: np.ndarray, chunk: int) -> None:
+        """out[i] = target_stats of log-softmax(h2[i] W_Uᵀ) at targets[i], rows unembedded
+        ``chunk`` at a time into one reused buffer, their log-softmax in ``LSM_BLOCK`` blocks
+        (row by row the operations of :meth:`_unembed_logprobs`)."""
+        N, V = len(h2), self.config.vocab_size
+        buf = np.empty((min(chunk, N), V), dtype=self.dtype)  # the O(chunk x V) of scoring
+        step = max(1, LSM_BLOCK // V) * _parallel.row_threads()
+        scratch = np.empty((min(step, len(buf)), V), dtype=self.dtype)
+        for i in range(0, N, chunk):
+            rows = np.matmul(h2[i:i + chunk], self._w_u.T, out=buf[:len(h2[i:i + chunk])])  # (n, V)
+            for j in range(0, len(rows), step):
+                nn.log_softmax_inplace(rows[j:j + step], tmp=scratch[:len(rows[j:j + step])])
+            lp, ent, rank = target_stats(rows, targets[i:i + chunk], check=False)  # (n,) each
+            out[i:i + len(rows)] = np.stack([lp, ent, rank], axis=1)  # non-finite: named by the caller
 
     def _logprobs(self, batch: np.ndarray) -> np.ndarray:
         return self._slide(batch, None, self._logprobs_window, offset=0)

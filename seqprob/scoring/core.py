@@ -17,12 +17,12 @@ import numpy as np
 
 from .._io import check_text, text_items
 from ..errors import ContextLengthError, InputError, WordAlignmentError, has_attribute
-from ..functional import LN2, entropy as _entropy
-from ..protocols import model_tokenizer
+from ..functional import LN2, target_stats
+from ..protocols import StreamingScorer, model_tokenizer
 from ..vocab import Vocab, check_ids
 
 __all__ = ["Encoded", "encode_for_model", "resolve_tokenizer", "check_model", "check_models", "as_items",
-           "score_batched", "row_stats", "check_logprobs", "MAX_LOGPROB", "context_size",
+           "score_batched", "row_stats", "stream_stats", "check_logprobs", "MAX_LOGPROB", "context_size",
            "token_byte_spans", "SPACE_BYTES", "encode_with_context", "drop_context"]
 
 
@@ -32,8 +32,6 @@ _MAX_BLOCK_FLOATS = 2 ** 25
 #: Token budget of one batch when only the scored tokens' log-probs are needed
 #: (``model.token_logprobs``: a GPT keeps activations of a few floats per token and channel).
 _MAX_BATCH_TOKENS = 2 ** 13
-#: Rows of V floats converted to float64 at a time for entropy and rank.
-_STATS_FLOATS = 2 ** 22
 
 
 @dataclass
@@ -216,19 +214,12 @@ def _pad(seqs: list, pad_id: int) -> np.ndarray:
 
 
 def row_stats(rows: np.ndarray, targets: np.ndarray):
-    """log P of ``targets``, entropy (bits) and rank from (B, T, V) rows, in float64 chunks
-    (so the float64 temporaries stay small whatever the model's block size)."""
+    """log P of ``targets``, entropy (bits) and rank from (B, T, V) rows, by
+    :func:`~seqprob.functional.target_stats` (float64 in blocks of a few rows, so the
+    temporaries stay small whatever the model's block size)."""
     B, T, V = rows.shape
-    flat, tgt = rows.reshape(B * T, V), targets.reshape(B * T)
-    lp, ent, rank = np.empty(B * T), np.empty(B * T), np.empty(B * T, dtype=np.int64)
-    step = max(1, _STATS_FLOATS // V)
-    for i in range(0, B * T, step):
-        r = flat[i:i + step].astype(np.float64)  # (n, V)
-        lp[i:i + step] = r[np.arange(len(r)), tgt[i:i + step]]
-        with np.errstate(over="ignore", invalid="ignore"):  # a bad row: lp is refused after this
-            ent[i:i + step] = _entropy(r, check_normalized=False) / LN2
-        rank[i:i + step] = 1 + (r > lp[i:i + step, None]).sum(axis=-1)
-    return lp.reshape(B, T), ent.reshape(B, T), rank.reshape(B, T)
+    lp, ent, rank = target_stats(rows.reshape(B * T, V), targets.reshape(B * T))
+    return lp.reshape(B, T), (ent / LN2).reshape(B, T), rank.reshape(B, T)
 
 
 #: Largest log-probability accepted from a normalized model: float32 rounding can push
@@ -264,20 +255,20 @@ def score_batched(model, encoded: list, with_distribution: bool) -> list:
     """Per sequence: dict of (T,) arrays logprob [, entropy_bits, rank]. Batched, right-padded.
 
     Without ``with_distribution`` only ``model.token_logprobs`` is called, so a model that
-    overrides it (the GPT) never builds a (B, T, V) block.
+    overrides it (the GPT) never builds a (B, T, V) block. With it, a
+    :class:`~seqprob.protocols.StreamingScorer` (the GPT) computes the three columns by
+    ``model.token_stats`` in memory O(chunk x V) (see :attr:`seqprob.GPT.score_budget_bytes`);
+    any other model hands over its (B, T, V) rows, at most ``_MAX_BLOCK_FLOATS`` of them a
+    batch, reduced by :func:`row_stats`.
     """
     lengths = np.array([len(e.ids) for e in encoded])
     V = len(model.vocab)
-    budget = max(_MAX_BLOCK_FLOATS // V, 1) if with_distribution else _MAX_BATCH_TOKENS
+    streamed = with_distribution and isinstance(model, StreamingScorer)
+    budget = _MAX_BATCH_TOKENS if streamed or not with_distribution else max(_MAX_BLOCK_FLOATS // V, 1)
     results: list = [None] * len(encoded)
     for idx in _batches(lengths, budget):
         batch = _pad([encoded[i].ids for i in idx], pad_id=int(encoded[idx[0]].ids[-1]))
-        if with_distribution:
-            B, T = batch[:, :-1].shape
-            rows = _model_output(model, "logprobs", batch[:, :-1], (B, T, V))  # (B, T, V)
-            lp, ent, rank = row_stats(rows, batch[:, 1:])  # (B, T) each
-        else:
-            lp = _model_output(model, "token_logprobs", batch, batch[:, 1:].shape).astype(np.float64)  # (B, T)
+        lp, ent, rank = _batch_stats(model, batch, with_distribution, streamed)  # (B, T) each
         for row, i in enumerate(idx):
             n = len(encoded[i].ids) - 1
             seq_lp = check_logprobs(lp[row, :n], model, i)
@@ -287,6 +278,37 @@ def score_batched(model, encoded: list, with_distribution: bool) -> list:
                 out["rank"] = np.where(encoded[i].impossible, V, rank[row, :n])
             results[i] = out
     return results
+
+
+def _batch_stats(model, batch: np.ndarray, with_distribution: bool, streamed: bool) -> tuple:
+    """(logprob, entropy_bits, rank) of a padded batch x_0 .. x_T (B, T+1), each (B, T);
+    entropy and rank are None without ``with_distribution``."""
+    B, T = batch[:, 1:].shape
+    V = len(model.vocab)
+    if streamed:
+        lp, ent, rank = stream_stats(model, batch)
+        return lp, ent / LN2, rank
+    if with_distribution:
+        rows = _model_output(model, "logprobs", batch[:, :-1], (B, T, V))  # (B, T, V)
+        return row_stats(rows, batch[:, 1:])
+    return _model_output(model, "token_logprobs", batch, (B, T)).astype(np.float64), None, None
+
+
+def stream_stats(model, ids: np.ndarray) -> tuple:
+    """``model.token_stats(ids)`` as float64 logprob and entropy (nats) and int64 rank, each
+    of ``ids[..., 1:]``'s shape; InputError naming the model when it returns anything else."""
+    stats = model.token_stats(ids)
+    shape = ids[..., 1:].shape
+    if not isinstance(stats, tuple) or len(stats) != 3:
+        raise InputError(f"{type(model).__name__}.token_stats must return (logprob, entropy, rank), "
+                         f"got {type(stats).__name__}", value=type(stats).__name__)
+    out = tuple(np.asarray(a) for a in stats)
+    for name, a in zip(("logprob", "entropy", "rank"), out):
+        if a.shape != shape or a.dtype.kind not in "fiu":
+            raise InputError(f"{type(model).__name__}.token_stats returned {name} of shape {a.shape} "
+                             f"dtype {a.dtype} for ids of shape {ids.shape}; expected {shape} numbers",
+                             shape=a.shape, limit=shape)
+    return out[0].astype(np.float64), out[1].astype(np.float64), out[2].astype(np.int64)
 
 
 def context_size(model) -> int | None:

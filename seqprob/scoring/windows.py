@@ -20,10 +20,11 @@ import numpy as np
 
 from ..checks import check_int
 from ..errors import ContextLengthError, InputError
-from ..functional import check_stride, plan_windows
-from .core import check_logprobs, context_size, row_stats, score_batched
+from ..functional import LN2, check_stride, plan_windows
+from ..protocols import StreamingScorer
+from .core import check_logprobs, context_size, row_stats, score_batched, stream_stats
 
-__all__ = ["window_logprobs", "window_token_logprobs", "score_windowed"]
+__all__ = ["window_logprobs", "window_token_logprobs", "window_token_stats", "score_windowed"]
 
 log = logging.getLogger(__name__)
 
@@ -110,10 +111,28 @@ def window_token_logprobs(model, ids, stride: int | None = None, bos_per_window:
     return np.concatenate(parts)  # (T,)
 
 
+def window_token_stats(model, ids, stride: int | None = None, bos_per_window: bool = False) -> tuple:
+    """(logprob, entropy, rank) (T,) each for ids x_0 .. x_T, by ``model.token_stats`` (a
+    :class:`~seqprob.protocols.StreamingScorer`) on each window: nothing of size T x V is
+    built; windows as in :func:`window_logprobs`, entropy in nats."""
+    ids = np.asarray(ids, dtype=np.int64)
+    windows = _windows_for(model, len(ids) - 1, stride, bos_per_window)
+    if windows is None:
+        return stream_stats(model, ids)
+    parts = []
+    for start, end, new in windows:
+        inputs, extra = _window_input(model, ids, start, end + 1, bos_per_window)
+        parts.append([a[extra + new - start:] for a in stream_stats(model, inputs)])
+    return tuple(np.concatenate(cols) for cols in zip(*parts))  # (T,) each
+
+
 def _score_long(model, enc, with_distribution: bool, stride, bos_per_window: bool) -> dict:
     """What :func:`~seqprob.scoring.core.score_batched` gives for one sequence, computed window
     by window."""
-    if with_distribution:
+    if with_distribution and isinstance(model, StreamingScorer):
+        lp, ent, rank = window_token_stats(model, enc.ids, stride, bos_per_window)
+        ent = ent / LN2
+    elif with_distribution:
         rows = window_logprobs(model, enc.ids[:-1], stride, bos_per_window)  # (T, V)
         lp, ent, rank = (a[0] for a in row_stats(rows[None], enc.ids[None, 1:]))
     else:
