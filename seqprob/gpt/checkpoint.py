@@ -35,6 +35,7 @@ from .._io import (as_path, atomic_write, make_temp_dir, raise_write_error, remo
                    resolve_inside)
 from .._schema import MAX_JSON_BYTES
 from ..errors import CheckpointError, FileFormatError, InputError, SeqProbError, SeqProbFileError
+from ..registry import register_model_format
 from .params import check_fits, copy_into
 
 __all__ = ["save_checkpoint", "load_checkpoint", "check_replaceable", "Checkpoint", "FORMAT",
@@ -476,9 +477,6 @@ def _check_weights(model, weights: dict, path: Path) -> None:
 
 
 # ------------------------------------------------ this family joins the model registry
-from ..registry import register_model_format  # noqa: E402  (a leaf module: no cycle)
-
-
 def _is_checkpoint(path: Path) -> bool:
     return path.is_dir() and (path / _MANIFEST).is_file() and (path / "config.json").is_file()
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from .._io import as_path
 from ..errors import CheckpointError, InputError, SeqProbFileError
+from ..registry import register_model_format
 from . import safetensors as st
 from .config import GPTConfig
 from .params import copy_into
@@ -561,9 +562,6 @@ def _bf16_finite(raw: np.ndarray, chunk: int = 1 << 20) -> bool:
 
 
 # ------------------------------------------------ this family joins the model registry
-from ..registry import register_model_format  # noqa: E402  (a leaf module: no cycle)
-
-
 def _is_hf_folder(path: Path) -> bool:
     folder = path.parent if path.is_file() and path.suffix == ".safetensors" else path
     if not (folder / "config.json").is_file() or (folder / "manifest.json").exists():

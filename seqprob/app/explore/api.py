@@ -177,6 +177,8 @@ class _Recording:
         self.rows = None
 
     def __getattr__(self, name):
+        if name == "token_stats":  # scoring must go through ``logprobs``, whose rows are kept
+            raise AttributeError(name)
         return getattr(self._model, name)
 
     def logprobs(self, ids):
