@@ -45,10 +45,9 @@ class TrainBuffers:
     """Arrays of a training step kept for the next step, by name: ``buffers(name, shape)``
     returns the array of that name, allocated on first use or when the shape changes.
 
-    A training step of config "small" (8 x 256) touches ~250 MB of activations, caches and
-    gradients; allocated afresh each step, glibc returns much of it to the system between
-    steps and the next step pays a page fault per 4 KiB (~26,000 faults, 80-90 ms of system
-    time per step measured). Reusing the arrays removes that cost. The caller keeps one
+    Arrays allocated afresh each step are partly returned to the system by glibc between
+    steps, and the next step pays a page fault per 4 KiB page again; reusing them removes that
+    cost. The caller keeps one
     instance per layer for the forward caches (they live until the backward) and one for the
     backward's scratch (reused layer after layer).
 

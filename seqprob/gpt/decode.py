@@ -15,12 +15,10 @@ cache owns a :class:`~seqprob.gpt.block.RowWorkspace` of reused buffers.
 
 Threads: a step of a small model (every block matrix under :data:`SMALL_GEMV` elements, as in
 config "small") runs BLAS on one thread (:data:`seqprob._parallel.one_blas_thread`, the setting restored after
-the step; so does the one-row unembedding that ends ``start``): its GEMVs are too small for OpenBLAS to split, except the unembedding, and waking
-BLAS's worker for that one call was measured to cost more than it saves (under load: 0.28-0.35 s
-against 0.39 s for +256 tokens at 2 threads; a second round measured BLAS on two threads 3-4x
-slower, and a persistent worker thread splitting each GEMV slower too: see
-docs/performance.md and benchmarks/probe_gemv_split.py). Larger models (GPT-2 124M) keep
-BLAS's threads, which split their large GEMVs.
+the step; so does the one-row unembedding that ends ``start``): its GEMVs are too small for
+OpenBLAS to split, except the unembedding, and waking BLAS's worker for that one call costs
+more than it saves (see the performance page, "Design notes"). Larger models (GPT-2 124M)
+keep BLAS's threads, which split their large GEMVs.
 """
 from __future__ import annotations
 

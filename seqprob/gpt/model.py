@@ -35,11 +35,10 @@ log = logging.getLogger(__name__)
 MIN_SHARD_WORK = 1 << 16  # elements of the (rows, n_embd) stream per shard below which the
 # per-op path runs (a shard hand-off and its own workspace do not pay for a small batch)
 MIN_STAGE_ROWS = 128  # one sequence shorter than this keeps the per-op path
-LSM_BLOCK = 1 << 17  # logits per log-softmax block and thread (512 KiB in float32: with its
-# scratch, in a 1 MiB L2). Its five passes then read the block from L2: on the Zen 5 VM (1 thread,
-# 1,024 rows; benchmarks/probe_fused_kernels.py) V = 4,096 5.3 ms against 6.5 ms in 512-row
-# pieces, V = 32,000 26.1 against 42.7 ms. A call made outside the thread pool gets one block
-# per thread, so that log_softmax_inplace still splits it over every thread.
+LSM_BLOCK = 1 << 17  # logits per log-softmax block and thread (512 KiB in float32): with its
+# scratch it fits a 1 MiB L2, so the five passes read the block from cache (see the performance
+# page, "Design notes"). A call made outside the thread pool gets one block per thread, so that
+# log_softmax_inplace still splits it over every thread.
 
 
 def _quiet(method):
@@ -346,8 +345,8 @@ class GPT(BaseLanguageModel):
     def _output(self, shape: tuple, what: str, dtype=None) -> np.ndarray:
         """A new array for a result the caller keeps, e.g. (B*T, V) log-probabilities: from 64
         MiB on in normal pages (``params.allocate``), whose faults cost the same every call,
-        where numpy's huge-page advice can make each call compact memory first (GPT-2-124M,
-        4 x 1024: 823 MB per call); a MemoryBudgetError naming ``what`` if it cannot be had."""
+        where numpy's huge-page advice can make each call compact memory first; a
+        MemoryBudgetError naming ``what`` if it cannot be had."""
         return allocate(shape, dtype or self.dtype, what, small_pages=True)
 
     def _unembed_logprobs(self, h2: np.ndarray, out: np.ndarray, chunk: int | None = None) -> np.ndarray:

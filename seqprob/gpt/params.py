@@ -26,7 +26,7 @@ name                        shape           role
 W_U (``lm_head.w``, or ``wte`` when tied) is stored column-major: its (C, V) transpose is
 the C-contiguous block of the buffer (see :func:`column_major_names`). Shapes and values are
 the same either way; the layout makes a decoding step's GEMV ``W_U h`` stream the matrix in
-OpenBLAS's fast form (19 against 6 GB/s, ``benchmarks/probe_decode_bandwidth.py``).
+OpenBLAS's fast form (see the performance page, "Design notes").
 
 ``wpe`` exists only with ``positions="learned"``; with RMSNorm the norms have no ``.b``.
 With ``bias=False`` every ``.b`` is absent unless ``qkv_bias`` / ``mlp_bias`` say otherwise.
@@ -90,8 +90,7 @@ def column_major_names(config) -> frozenset:
     """Names stored column-major: the unembedding W_U (``wte`` when tied, else ``lm_head.w``).
 
     A decoding step computes ``W_U h`` (a GEMV over V x C); OpenBLAS streams a column-major
-    (V, C) matrix about 3x faster than a row-major one with C = 256 (measured 19.0 against
-    6.0 GB/s), and the scoring GEMM ``h W_Uᵀ`` becomes a plain (N, C) @ (C, V). An untied
+    (V, C) matrix about 3x faster than a row-major one, and the scoring GEMM ``h W_Uᵀ`` becomes a plain (N, C) @ (C, V). An untied
     ``wte`` stays row-major: its rows are gathered by every forward.
     """
     return frozenset({"wte"} if config.tie_weights else {"lm_head.w"})
@@ -101,8 +100,7 @@ def copy_into(dest: np.ndarray, value: np.ndarray, tile: int = 256) -> None:
     """``dest[...] = value``; a 2-D copy between different memory orders (a row-major file
     array into a column-major W_U, a transposed HF matrix into a row-major parameter) goes
     ``tile`` x ``tile`` blocks at a time so that both sides of the transposing copy stay in
-    cache (a 3072 x 768 HF matrix: 3.2 ms against 17 ms for one whole-array copy; GPT-2's
-    50,257 x 768 W_U: 80 ms against 319 ms)."""
+    cache (about 4-5x faster than one whole-array copy)."""
     same_order = (dest.flags.c_contiguous and value.flags.c_contiguous) or \
         (dest.flags.f_contiguous and value.flags.f_contiguous)
     if dest.ndim != 2 or value.ndim != 2 or same_order:
@@ -127,9 +125,7 @@ def check_fits(dest: np.ndarray, value, name: str) -> None:
 
 # Parameter buffers from this size (bytes) on are kept in normal pages (see allocate). Below it
 # numpy's huge pages stay: a small model's weights are read from cache at every decoding step,
-# where 4 KiB pages cost TLB misses (config "small", 17 MB: decode +256 tokens 10% slower at 1
-# thread in normal pages, benchmarks/probe_param_pages.py), and compacting a few huge pages
-# costs little.
+# where 4 KiB pages cost TLB misses, and compacting a few huge pages costs little.
 SMALL_PAGES_MIN = 1 << 26
 
 
@@ -141,9 +137,7 @@ def allocate(shape, dtype, what: str, small_pages: bool = False) -> np.ndarray:
     memory map of the system's normal pages, where numpy would ask Linux for huge pages
     (``madvise(MADV_HUGEPAGE)``). For the parameters, written once and then read: on a host
     whose free memory is fragmented, each huge-page fault compacts memory first (``defrag``
-    = ``madvise``, the usual default), which made loading GPT-2-124M take 0.97 s, 0.85 s of it
-    kernel time, against 0.30 s and 0.21 s in normal pages (medians of 8,
-    ``benchmarks/probe_from_hf_load.py --modes mapped huge-pages``).
+    = ``madvise``, the usual default), which made loading take about three times as long.
     """
     size = math.prod(np.atleast_1d(shape).tolist()) * np.dtype(dtype).itemsize
     try:

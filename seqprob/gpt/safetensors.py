@@ -176,9 +176,7 @@ def load_file(path, skip=None, mapped: bool = False, bf16: set | None = None) ->
         fresh memory (BF16 and big-endian tensors are still converted copies). For a caller
         that copies the tensors elsewhere one at a time (``GPT.from_hf``): the file's pages
         come from the page cache, with no second copy of the weights to allocate and fault
-        in, and :func:`release` drops each tensor's pages once it is copied (a 100M Llama's
-        from_hf in a fresh process: peak RSS 459 MiB against 544 MiB read, 14,100 page
-        faults against 39,500; ``benchmarks/probe_from_hf_load.py``). As with every memory
+        in, and :func:`release` drops each tensor's pages once it is copied. As with every memory
         map, the file must not be truncated while the views are in use. A file that cannot
         be mapped (some network or FUSE file systems) is read instead.
     bf16 : set, optional

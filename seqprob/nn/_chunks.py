@@ -11,8 +11,7 @@ from .. import _parallel
 
 CHUNK = 1 << 15  # elements per cache-sized piece of a row-blocked elementwise pass (128 KiB float32)
 WHOLE_MAX = 1 << 20  # elements up to which one thread runs a pass on the whole array; larger ones
-# go chunk by chunk (GELU gradient of 2048 x 1024 2.2x faster chunked). At 2^18 the small forwards
-# were within 5% either way, the Llama small training step 0.88-1.03 s against 0.76-0.78 s (A/B, 1 thread)
+# go chunk by chunk, read from cache pass after pass (see the performance page, "Design notes")
 CHEAP_MIN_WORK = 1 << 20  # per thread, for passes without transcendentals (LayerNorm, bias add):
 # below it the GIL hand-offs of many short ufunc calls on two threads cost more than they save
 
@@ -38,8 +37,8 @@ def by_chunks(fn, n_rows, width, min_work=None):
     Every row is computed by the same operations whatever the split, so the results do not
     depend on the chunk size or the number of threads. On one thread, arrays larger than
     ``WHOLE_MAX`` elements still run chunk by chunk: a multi-pass kernel (GELU and
-    its gradient) then reads each chunk from cache instead of memory (measured 2.2x faster on
-    the (2048, 1024) GELU gradient), the dozen Python calls per chunk costing far less.
+    its gradient) then reads each chunk from cache instead of memory, the dozen Python calls
+    per chunk costing far less.
 
     Parameters
     ----------

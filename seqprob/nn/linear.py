@@ -38,9 +38,8 @@ def embedding_forward(ids, W, out=None):
     """Rows of the table: ``out[..., :] = W[ids]``. ids (...,) int, W (V, C) -> (..., C).
 
     A column-major W (a tied unembedding, see :func:`seqprob.gpt.params.column_major_names`)
-    is gathered as columns of its C-contiguous transpose, 8-12x the time of a row-major
-    gather (``benchmarks/probe_unembedding_layout.py``: 3.2 against 0.41 ms for 2,048 ids
-    of a 4096 x 256 table); ``np.take`` over its strided rows was slower still.
+    is gathered as columns of its C-contiguous transpose (about 8x the time of a row-major
+    gather, still cheap beside the forward; ``np.take`` over its strided rows is slower).
 
     Returns
     -------
@@ -73,8 +72,8 @@ def embedding_backward(dout, cache, out=None):
 
     Into a large column-major ``out`` (``SORTED_SCATTER_MIN`` elements or more): the rows of
     each id are summed first (sorted, stable), then added once per distinct id through
-    ``out.T`` (``np.add.at`` over the strided rows of a 50,257 x 768 table measured 1.4x
-    slower; over a 4096 x 256 one 0.8x, so smaller tables keep it).
+    ``out.T`` (faster than ``np.add.at`` over the strided rows of a large table; a small
+    one keeps ``np.add.at``).
 
     Notes
     -----
