@@ -24,7 +24,8 @@ import time
 from seqprob.tokenizers import BPETokenizer
 from seqprob.tokenizers.tiktoken_io import ENDOFTEXT, GPT2_PATTERN
 
-GENESIS = os.environ.get("SEQPROB_GENESIS", "/work/shared/reference/kenlm/genesis.train.txt")
+GENESIS = os.environ.get("SEQPROB_GENESIS", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                                         "fixtures", "kenlm", "genesis.train.txt"))
 
 
 def genesis_corpus(n_bytes: int, seed: int = 0) -> list[str]:

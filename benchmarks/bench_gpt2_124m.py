@@ -2,7 +2,7 @@
 
 Run (torch/transformers are benchmark-only dependencies)::
 
-    PYTHONPATH=. /work/bench/venv/bin/python benchmarks/bench_gpt2_124m.py \
+    PYTHONPATH=. python benchmarks/bench_gpt2_124m.py \
         [--threads 2] [--runs 7] [--warmups 2] [--repeats 3] [--new-tokens 128] [--batches 1 4]
 
 Shape of GPT-2 small (12 layers, 12 heads, d 768, vocab 50,257, context 1,024) with random

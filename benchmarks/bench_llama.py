@@ -2,8 +2,8 @@
 
 Run (torch/transformers are benchmark-only dependencies, never seqprob ones)::
 
-    PYTHONPATH=. /work/bench/venv/bin/python benchmarks/bench_llama.py [--threads 1 2] [--runs 7] [--pairs 3]
-    PYTHONPATH=. /work/bench/venv/bin/python benchmarks/bench_llama.py --quick     # a sanity run, tiny sizes
+    PYTHONPATH=. python benchmarks/bench_llama.py [--threads 1 2] [--runs 7] [--pairs 3]
+    PYTHONPATH=. python benchmarks/bench_llama.py --quick     # a sanity run, tiny sizes
 
 Two parts, each side alone in its own fresh process (never numpy and torch timed in one
 process, never both at once), one side after the other, the pair repeated ``--pairs`` times:

@@ -24,10 +24,10 @@ Run:  PYTHONPATH=. python benchmarks/bench_ngram_io.py [--tokens 1000000] [--run
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,8 +35,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-KENLM_BIN = (glob.glob("/work/bench/kenlm-src/kenlm*/build/bin") or [""])[0]
-KENLM_PY = "/work/bench/venv/bin/python"
+# KenLM's build/bin folder (lmplz, build_binary): $KENLM_BIN, else the folder of lmplz on PATH
+KENLM_BIN = os.environ.get("KENLM_BIN") or os.path.dirname(shutil.which("lmplz") or "")
+KENLM_PY = os.environ.get("KENLM_PYTHON", sys.executable)  # an interpreter with the kenlm module
 THREADS = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 
 
@@ -189,7 +190,7 @@ def main(argv=None) -> None:
         print(json.dumps(out))
         return
     if not KENLM_BIN:
-        raise SystemExit("KenLM binaries not found under /work/bench/kenlm-src/kenlm*/build/bin")
+        raise SystemExit("KenLM binaries not found: set KENLM_BIN to KenLM's build/bin folder or put lmplz on PATH")
     with tempfile.TemporaryDirectory(prefix="bench-ngram-io.") as work:
         n = prepare(work, args.tokens)
         arpa = os.path.join(work, "m.arpa")

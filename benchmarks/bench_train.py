@@ -2,7 +2,7 @@
 
 Run (torch is a benchmark-only dependency)::
 
-    PYTHONPATH=. /work/bench/venv/bin/python benchmarks/bench_train.py \
+    PYTHONPATH=. python benchmarks/bench_train.py \
         [--threads 1 2] [--runs 7] [--warmups 2] [--repeats 3] [--cpus 0,1]
 
 Config "small" (4 layers, 4 heads, d 256, context 256, vocab 4096), batch 8 x 256, float32,

@@ -2,7 +2,7 @@
 
 Run (torch is a benchmark-only dependency, never a seqprob one)::
 
-    PYTHONPATH=. /work/bench/venv/bin/python benchmarks/bench_transformer.py \
+    PYTHONPATH=. python benchmarks/bench_transformer.py \
         [--threads 1 2] [--runs 7] [--warmups 2] [--repeats 3] [--cpus 0,1] [--decode-only]
 
 Method (see benchmarks/_harness.py and benchmarks/README.md): config "small" (4 layers,

@@ -3,7 +3,7 @@ column-major unembedding gain over the row-major (V, C) layout it replaced?
 
 Run on a quiet machine (numpy only, one process, ~1 minute)::
 
-    OPENBLAS_NUM_THREADS=1 PYTHONPATH=. /work/bench/venv/bin/python benchmarks/probe_decode_bandwidth.py
+    OPENBLAS_NUM_THREADS=1 PYTHONPATH=. python benchmarks/probe_decode_bandwidth.py
 
 Prints, in microseconds and GB/s:
 

@@ -2,7 +2,7 @@
 
 Run with the benchmark venv (transformers writes the checkpoint once, ~1 minute in all)::
 
-    PYTHONPATH=. /work/bench/venv/bin/python benchmarks/probe_from_hf_load.py [--runs 8] [--folder DIR]
+    PYTHONPATH=. python benchmarks/probe_from_hf_load.py [--runs 8] [--folder DIR]
 
 Without ``--folder`` it writes the ~100M Llama of ``bench_llama.py`` (random weights, tied
 embeddings, 400 MB float32) into a temporary folder. Each run is a fresh process that imports

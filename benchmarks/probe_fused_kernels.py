@@ -5,7 +5,7 @@ Run on a quiet machine, one BLAS thread (~1 minute; numba and numexpr are option
 for in the running interpreter and reported as missing otherwise; they are never seqprob
 dependencies: install them in a venv of their own)::
 
-    OMP_NUM_THREADS=1 PYTHONPATH=. /work/bench/fused/bin/python benchmarks/probe_fused_kernels.py
+    OMP_NUM_THREADS=1 PYTHONPATH=. python benchmarks/probe_fused_kernels.py
 
 Shapes are those of one shard of the 2-thread forward of config "small" (4 sequences x 256
 positions, d 256, 4 heads, vocab 4096): each thread runs such a shard alone. Median of 15

@@ -2,7 +2,7 @@
 
 Run on a quiet machine (numpy only, ~1 minute)::
 
-    PYTHONPATH=. /work/venv/bin/python benchmarks/probe_gemm_floor.py [--threads 1 2] [--repeats 3]
+    PYTHONPATH=. python benchmarks/probe_gemm_floor.py [--threads 1 2] [--repeats 3]
 
 Each thread count runs in its own fresh processes (threads set by environment and API, as in
 ``bench_transformer.py``), ``--repeats`` times; figures are medians over the repeats with
@@ -36,7 +36,7 @@ Each thread count runs in its own fresh processes (threads set by environment an
 Percentages are medians of the per-repeat percentages (each repeat against its own peak),
 so they need not equal the ratio of the medians printed beside them.
 
-The 85% target of issue 9 leaves ``flops / (0.85 peak) - GEMMs only`` for every non-GEMM
+The 85% target leaves ``flops / (0.85 peak) - GEMMs only`` for every non-GEMM
 pass; the probe prints that budget beside the floor's non-GEMM part.
 """
 from __future__ import annotations

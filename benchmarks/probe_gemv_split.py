@@ -2,11 +2,11 @@
 
 Run on a quiet machine (numpy only, one process, ~30 s)::
 
-    PYTHONPATH=. /work/bench/venv/bin/python benchmarks/probe_gemv_split.py [--tokens 2000]
+    PYTHONPATH=. python benchmarks/probe_gemv_split.py [--tokens 2000]
 
 A decoding step of config "small" (4 layers, d 256, vocab 4096, float32) streams 16.8 MB of
 weights through 17 GEMVs; at one core that is ~0.7-0.95 ms of its ~1.1 ms. The 2-thread
-target of issue 9 (>= 1.5x torch) needs those GEMVs split over both cores. This times the
+target (>= 1.5x torch) needs those GEMVs split over both cores. This times the
 same 17 GEMVs per "token" (distinct weight arrays, so they come from L3 as in a real step)
 three ways and prints min / 10th percentile / median microseconds per token:
 

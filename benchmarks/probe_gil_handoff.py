@@ -2,7 +2,7 @@
 
 Run on a quiet machine (numpy only, ~10 seconds)::
 
-    OMP_NUM_THREADS=1 PYTHONPATH=. /work/venv/bin/python benchmarks/probe_gil_handoff.py [--elements 32768]
+    OMP_NUM_THREADS=1 PYTHONPATH=. python benchmarks/probe_gil_handoff.py [--elements 32768]
 
 The sharded forward runs one shard per thread, each thread making ~2,000 numpy calls per
 forward of config "small", most on cache-sized pieces of 2^15 to 2^17 elements. numpy

@@ -2,7 +2,7 @@
 
 Run on a quiet machine (numpy only, ~3 minutes)::
 
-    PYTHONPATH=. /work/venv/bin/python benchmarks/probe_param_pages.py [--rounds 5] [--threads 1 2]
+    PYTHONPATH=. python benchmarks/probe_param_pages.py [--rounds 5] [--threads 1 2]
 
 A parameter buffer of ``SMALL_PAGES_MIN`` bytes or more is an anonymous map of normal 4 KiB
 pages (``seqprob.gpt.params.allocate(..., small_pages=True)``) so that loading does not wait

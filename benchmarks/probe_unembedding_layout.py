@@ -2,7 +2,7 @@
 
 Run on a quiet machine (numpy only, one process, ~1 minute)::
 
-    OPENBLAS_NUM_THREADS=1 PYTHONPATH=. /work/bench/venv/bin/python benchmarks/probe_unembedding_layout.py
+    OPENBLAS_NUM_THREADS=1 PYTHONPATH=. python benchmarks/probe_unembedding_layout.py
 
 For the W_U of config "small" (4096 x 256, a batch of 2,048 ids) and of GPT-2-124M
 (50,257 x 768, 1,024 ids), row-major against column-major (the layout seqprob stores, see

@@ -2,7 +2,7 @@
 
 Run on a quiet machine (numpy only, ~2 minutes)::
 
-    PYTHONPATH=. /work/venv/bin/python benchmarks/probe_worker_processes.py [--repeats 3]
+    PYTHONPATH=. python benchmarks/probe_worker_processes.py [--repeats 3]
 
 The sharded forward (``GPT.logprobs`` at 2 threads) runs each half of the batch in a thread of
 one process: the two threads share one GIL, and many short numpy calls of the two shards wait
@@ -16,7 +16,7 @@ log-probabilities, keeping the weights in shared memory, and the processes' star
 Printed, each row in its own fresh process(es), ``--repeats`` times (median [min-max]):
 
 - ``peak``: numpy's float32 GEMM 4096 x 768 x 3072 at 2 threads, one process (the peak of
-  issue 9's target), and the same GEMM in two 1-thread processes at once (their summed rate);
+  the 2-thread target), and the same GEMM in two 1-thread processes at once (their summed rate);
 - ``threads``: ``GPT.logprobs`` of 8 x 256 at 2 threads (the library as it is);
 - ``one shard alone``: one 1-thread process, a forward of its 4 x 256 half, the other core idle
   (its percentage: as if both halves ran that fast at once without slowing each other);
