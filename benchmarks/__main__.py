@@ -148,12 +148,12 @@ def main(argv=None) -> int:
     unknown = sorted(set(args.only or ()) - set(groups))
     if unknown:
         raise SystemExit(f"--only: no row group {', '.join(unknown)}; the groups are {', '.join(groups)}")
-    folder, load_before, rows = H.workdir(), os.getloadavg(), []
+    folder, load_before, machine, rows = H.workdir(), os.getloadavg(), H.machine_header(), []
     for name in args.only or groups:
         opts = options(args, name, folder)
         log.info("%s: %s (%s)", time.strftime("%H:%M:%S"), name, groups[name].SUITE["about"])
         rows += groups[name].suite_rows(opts)
-    lines = header(H.machine_header(), load_before, os.getloadavg(), args, opts) + [""] + table(rows)
+    lines = header(machine, load_before, os.getloadavg(), args, opts) + [""] + table(rows)
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     if args.out:
