@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import glob
 import os
 import shutil
 import statistics
@@ -109,9 +108,8 @@ def lmplz_cmd(lmplz: str, corpus: Path, out: Path, order: int, memory: str, tmp:
 def find_lmplz(given: str | None) -> str | None:
     if given:
         return given
-    found = sorted(glob.glob("/work/bench/kenlm-src/*/build/bin/lmplz")
-                   + glob.glob("/work/bench/kenlm-src/build/bin/lmplz"))
-    return found[0] if found else shutil.which("lmplz")
+    folder = os.environ.get("KENLM_BIN")
+    return os.path.join(folder, "lmplz") if folder else shutil.which("lmplz")
 
 
 def measure(name: str, cmd: list, env: dict, runs: int, warm_up: bool = True,
@@ -144,7 +142,7 @@ def main() -> None:
     ap.add_argument("--big", action="store_true",
                     help="order 5, 100M words, -S 4G, one run without warm-up (completion, memory)")
     ap.add_argument("--in-memory", action="store_true", help="also time seqprob without -S")
-    ap.add_argument("--lmplz", help="path of lmplz (default: the KenLM build in /work/bench)")
+    ap.add_argument("--lmplz", help="path of lmplz (default: $KENLM_BIN/lmplz, else lmplz on PATH)")
     ap.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP threads of both sides")
     ap.add_argument("--fit-threads", type=int, default=len(os.sched_getaffinity(0)),
                     help="SEQPROB_NUM_THREADS of the seqprob side (default: the cores lmplz's "
