@@ -1,195 +1,163 @@
-"""Rerun seqprob's benchmark suite on this machine and print it under a machine header.
+"""Rerun the benchmark suite on this machine and print one table with the machine's header.
 
 Run from the repository root::
 
-    python -m benchmarks                       # every group whose reference is installed
-    python -m benchmarks --quick               # reduced sizes and runs: a smoke check
-    python -m benchmarks --only load score-memory --out results.md
-    python -m benchmarks --list                # the groups, their references and targets
+    python -m benchmarks                       # every row group, the full method
+    python -m benchmarks --quick               # fewer runs and repeats: a smoke check
+    python -m benchmarks --only gpt-small --out table.md
+    python -m benchmarks --reference-python /path/to/venv/bin/python   # torch etc. live there
+    python -m benchmarks --list                # the row groups and the standalone scripts
 
-Each group is one ``benchmarks/bench_*.py`` script, run in a fresh process with the method of
-the suite (each side alone in its own process, same threads, median [min-max] of >= 7 runs,
-the pair repeated >= 3 times with the spread printed; see benchmarks/README.md); its output is
-printed under the command that produced it, so that every figure comes with its command.
-The header says where the figures come from: CPU model, cores, BLAS and its version, numpy,
-Python, date, commit and the load average before and after (a figure taken with a load above
-0.5 per core is marked as such). A group whose reference side is not installed (torch,
-transformers, kenlm, lmplz, NLTK, Dask, Starlette) is listed as "not run (missing ...)",
-never as a failure: install what benchmarks/requirements.txt names, in the interpreter that
-runs this command.
-
-A new benchmark joins the suite by a row in :data:`GROUPS`: its script (run as
-``python benchmarks/SCRIPT ARGS``), the arguments of a full and of a ``--quick`` run, what it
-needs, what it measures against what, and the target.
+A row group is a ``benchmarks/bench_*.py`` file that defines ``SUITE`` and ``suite_rows``
+(benchmarks/README.md, "Adding a row group"). Each side of a row runs alone in its own fresh
+process (``_harness``); a reference the reference Python cannot import is reported as
+"not run (missing X)", never as a failure.
 """
 from __future__ import annotations
 
 import argparse
-import datetime
 import importlib.util
+import logging
 import os
-import platform
-import shutil
-import subprocess
+import statistics
 import sys
-import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-HERE = ROOT / "benchmarks"
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import _harness as H  # noqa: E402
+
+log = logging.getLogger("benchmarks")
+SHARED_LOAD_PER_CORE = 0.5  # above this, other work shared the cores: the header says so
 
 
-@dataclass(frozen=True)
-class Group:
-    """One benchmark script of the suite."""
-
-    name: str
-    script: str
-    what: str
-    target: str
-    full: tuple = ()
-    quick: tuple = ()
-    modules: tuple = ()  # Python modules the reference side imports
-    programs: tuple = ()  # executables it runs (found on PATH or by an environment variable)
-    env: dict = field(default_factory=dict)
-
-
-GROUPS = [
-    Group("gpt-small", "bench_transformer.py",
-          "GPT config 'small': forward 8 x 256 and cached decode +256 against torch eager; "
-          "% of numpy's float32 GEMM peak", "forward >= 1.0x, decode >= 1.5x, at 1 and 2 threads",
-          quick=("--threads", "2", "--runs", "2", "--warmups", "1", "--repeats", "1"), modules=("torch",)),
-    Group("train", "bench_train.py", "one training step (forward, backward, clip, AdamW) against torch",
-          ">= 1.0x at 1 and 2 threads",
-          quick=("--threads", "2", "--runs", "2", "--warmups", "1", "--repeats", "1"), modules=("torch",)),
-    Group("gpt2-124m", "bench_gpt2_124m.py", "GPT-2-124M shape: scoring 1 x 1024 and 4 x 1024, greedy "
-          "decode, against transformers' GPT2LMHeadModel", ">= 1.2x scoring",
-          full=("--threads", "2"), quick=("--threads", "2", "--runs", "2", "--warmups", "1", "--repeats", "1",
-                                          "--batches", "1", "--new-tokens", "8"),
-          modules=("torch", "transformers")),
-    Group("llama", "bench_llama.py", "Llama architecture (small and ~100M) against transformers' "
-          "LlamaForCausalLM", ">= 1.2x at 1 and 2 threads",
-          quick=("--quick", "--runs", "2", "--pairs", "1"), modules=("torch", "transformers")),
-    Group("load", "bench_load.py", "GPT.from_hf at real sizes: peak RSS over the weights, load time",
-          "0.5B: (peak - import) <= 1.5 W; 124M loads in < 1 s", full=("--runs", "7"), quick=("--quick",)),
-    Group("score-memory", "bench_score_memory.py", "peak RSS scoring 1,024 tokens with a 262k vocabulary, "
-          "streamed against the (T, V) rows; GPT-2-small scoring time", "(peak - before) <= 0.15 W",
-          full=("--speed",), quick=("--quick",)),
-    Group("ngram", "bench_ngram.py", "n-gram fitting and scoring on ~1M tokens against NLTK", "faster than NLTK",
-          quick=("--tokens", "50000", "--nltk-tokens", "5000", "--nltk-test-tokens", "500"), modules=("nltk",)),
-    Group("ngram-io", "bench_ngram_io.py", "ARPA read/write, binary load, queries against KenLM",
-          "query >= 1.0x the kenlm module", quick=("--tokens", "50000", "--runs", "2", "--pairs", "1"),
-          modules=("kenlm",), programs=("lmplz", "build_binary")),
-    Group("ngram-fit", "bench_ngram_fit.py", "text -> ARPA, order 5, 16M words, against lmplz -S 1G",
-          "<= 1.0x lmplz's time; peak RSS <= the budget",
-          quick=("--words", "200000", "--runs", "1", "--pairs", "1"), programs=("lmplz",)),
-    Group("ngram-dask", "bench_ngram_dask.py", "fit_dask on a local 2-worker cluster against fit",
-          "same ARPA bytes", quick=("--words", "200000", "--runs", "1", "--pairs", "1"),
-          modules=("dask", "distributed")),
-    Group("bpe", "bench_bpe.py", "BPE training and encoding against tiktoken's educational trainer",
-          "faster than the educational trainer", quick=("--mb", "0.2", "--merges", "200", "--repeats", "1")),
-    Group("explore", "bench_explore.py", "seqprob explore's JSON API on the default model",
-          "every call well under 100 ms", quick=("--runs", "2", "--warmups", "1"),
-          modules=("starlette", "uvicorn", "httpx")),
-]
+def discover(folder: Path = HERE) -> tuple[dict, list]:
+    """The row groups ({group: module}) and the names of the scripts that run only alone."""
+    groups, alone = {}, []
+    for path in sorted(folder.glob("bench_*.py")):
+        spec = importlib.util.spec_from_file_location(f"_suite_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:  # one broken script must not hide the other rows
+            log.warning("%s does not import (%s): left out", path.name, exc)
+            alone.append(f"{path.name} (does not import)")
+            continue
+        suite = getattr(module, "SUITE", None)
+        if suite and callable(getattr(module, "suite_rows", None)):
+            groups[suite["group"]] = module
+        else:
+            alone.append(path.name)
+    return groups, alone
 
 
-def missing(group: Group) -> list:
-    """What the group's reference side needs and this interpreter or machine lacks."""
-    gone = [m for m in group.modules if importlib.util.find_spec(m) is None]
-    kenlm_bin = os.environ.get("KENLM_BIN")
-    for prog in group.programs:
-        if not (shutil.which(prog) or (kenlm_bin and Path(kenlm_bin, prog).exists())):
-            gone.append(prog)
-    return gone
+def parse(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="3 runs, 1 warm-up, 1 repeat, 1 thread: a smoke check, not a figure")
+    ap.add_argument("--only", nargs="+", metavar="NAME", help="run only these row groups (--list)")
+    ap.add_argument("--out", help="also write the Markdown table to this file (atomically)")
+    ap.add_argument("--list", action="store_true", help="list the row groups and exit")
+    ap.add_argument("--threads", type=int, nargs="+", help="thread counts (default 1 2; --quick: 1)")
+    ap.add_argument("--runs", type=int, help="timed runs per side (default 7; --quick: 3)")
+    ap.add_argument("--warmups", type=int, help="untimed runs first (default 2; --quick: 1)")
+    ap.add_argument("--repeats", type=int, help="repeats of each pair (default 3; --quick: 1)")
+    ap.add_argument("--reference-python", default=sys.executable,
+                    help="the Python that has the reference side (benchmarks/requirements.txt)")
+    ap.add_argument("--cpus", help="pin every child with taskset -c CPUS (e.g. 0,1)")
+    ap.add_argument("--keep-openblas-env", action="store_true",
+                    help="keep OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE in the children")
+    return ap.parse_args(argv)
 
 
-def machine_header() -> list:
-    """Markdown lines naming the machine, the libraries and the code the figures come from."""
-    import numpy as np
-    from threadpoolctl import threadpool_info
-
-    cpu = next((line.split(":", 1)[1].strip() for line in _read("/proc/cpuinfo").splitlines()
-                if line.startswith("model name")), platform.processor() or "unknown")
-    blas = ", ".join(f"{p.get('internal_api')} {p.get('version')} ({p.get('architecture')}, "
-                     f"{p.get('num_threads')} threads)" for p in threadpool_info() if p.get("user_api") == "blas")
-    return [f"- CPU: {cpu}; {os.cpu_count()} logical cores",
-            f"- BLAS: {blas or 'not found'}; numpy {np.__version__}; Python {platform.python_version()}",
-            f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; commit: {_commit()}"]
+def options(args, group: str, folder: Path) -> H.SuiteOptions:
+    quick = args.quick
+    return H.SuiteOptions(
+        quick=quick, threads=args.threads or ([1] if quick else [1, 2]),
+        runs=args.runs or (3 if quick else 7), warmups=args.warmups or (1 if quick else 2),
+        repeats=args.repeats or (1 if quick else 3), reference_python=args.reference_python,
+        folder=folder, keep_openblas_env=args.keep_openblas_env, cpus=args.cpus, group=group)
 
 
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text()
-    except OSError:
-        return ""
+def _seconds(value) -> str:
+    return "-" if value is None else (f"{value:.4f}" if value < 10 else f"{value:.2f}")
 
 
-def _commit() -> str:
-    try:
-        out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
-                             text=True, timeout=10)
-        return out.stdout.strip() or "not a checkout"
-    except (OSError, subprocess.SubprocessError):
-        return "not a checkout"
+def _ratio(ratios: list) -> str:
+    if not ratios:
+        return "-"
+    return f"{statistics.median(ratios):.2f}x [{min(ratios):.2f}-{max(ratios):.2f}]"
 
 
-def _load() -> float:
-    return os.getloadavg()[0] / (os.cpu_count() or 1)
+def _pct(values) -> str:
+    if not values:
+        return "-"
+    return f"{statistics.median(values):.0f}% [{min(values):.0f}-{max(values):.0f}]"
 
 
-def run_group(group: Group, quick: bool) -> list:
-    """Markdown lines of one group: its command, then its output (or why it did not run)."""
-    args = group.quick if quick else group.full
-    command = " ".join(["PYTHONPATH=. python", f"benchmarks/{group.script}", *args])
-    lines = [f"### {group.name}: {group.what}", "", f"Target: {group.target}.", ""]
-    gone = missing(group)
-    if gone:
-        return lines + [f"not run (missing {', '.join(gone)})", ""]
-    before = _load()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    start = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(HERE / group.script), *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
-    took, after = time.perf_counter() - start, _load()
-    status = "" if proc.returncode == 0 else f" — FAILED (exit {proc.returncode})"
-    busy = " — the machine was busy (load > 0.5 per core): indicative only" if max(before, after) > 0.5 else ""
-    out = proc.stdout.rstrip() + ("\n" + proc.stderr.rstrip()[-2000:] if proc.returncode else "")
-    return lines + [f"`{command}` ({took:.0f} s, load per core {before:.2f} -> {after:.2f}){status}{busy}",
-                    "", "```", out, "```", ""]
+COLUMNS = ("group", "work", "thr", "reference", "seqprob s", "reference s",
+           "ratio ref/seqprob median [min-max]", "% GEMM peak", "peak RSS MiB seqprob / ref",
+           "target", "status", "rerun")
 
 
-def write_atomically(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+def table(rows: list) -> list:
+    """The rows as Markdown lines (MISSED in bold)."""
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
+    for r in rows:
+        status = "**MISSED**" if r["status"] == "MISSED" else r["status"]
+        cells = (r["group"], r["work"], str(r["threads"]), r["reference"], _seconds(r["seqprob_s"]),
+                 _seconds(r["reference_s"]), _ratio(r["ratios"]), _pct(r["peak_pct"]),
+                 r["peak_rss"] or "-", r["target"], status, f"`{r['command']}`")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def header(machine: dict, load_before: tuple, load_after: tuple, args, runs: H.SuiteOptions) -> list:
+    cores = machine["usable cores"]
+    shared = max(load_before[0], load_after[0]) > SHARED_LOAD_PER_CORE * cores
+    method = (f"{runs.runs} runs after {runs.warmups} warm-ups, each pair repeated {runs.repeats}x, "
+              f"threads {' '.join(map(str, runs.threads))}")
+    lines = [f"- **{k}**: {v}" for k, v in machine.items()]
+    lines += [f"- **method**: {method}" + (" (**--quick: a smoke check, not a figure**)" if args.quick else ""),
+              f"- **reference side**: {H.reference_versions(args.reference_python)} "
+              f"({'this Python' if args.reference_python == sys.executable else 'a separate venv'})",
+              f"- **load average** (1/5/15 min) before: {'/'.join(f'{x:.2f}' for x in load_before)}, "
+              f"after: {'/'.join(f'{x:.2f}' for x in load_after)}"
+              + (f" -- **shared machine: load above {SHARED_LOAD_PER_CORE} per core**" if shared else "")]
+    return lines
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, target)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="reduced sizes and runs: a smoke check, not figures")
-    ap.add_argument("--only", nargs="+", metavar="NAME", choices=[g.name for g in GROUPS],
-                    help="run only these groups")
-    ap.add_argument("--out", type=Path, help="also write the Markdown report to this file (atomically)")
-    ap.add_argument("--list", action="store_true", help="list the groups and exit")
-    args = ap.parse_args(argv)
-    groups = [g for g in GROUPS if not args.only or g.name in args.only]
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    args = parse(argv)
+    groups, alone = discover()
     if args.list:
-        for g in groups:
-            needs = ", ".join(g.modules + g.programs) or "numpy only"
-            print(f"{g.name:<13} {g.script:<24} {needs:<28} {g.what}")
+        for name, module in groups.items():
+            print(f"{name:<14} {module.SUITE['about']}")
+        print("standalone only (run the script itself): " + ", ".join(alone))
         return 0
-    lines = ["## " + ("Quick check (not figures)" if args.quick else "Benchmarks"), "", *machine_header(), ""]
-    print("\n".join(lines), flush=True)
-    for group in groups:
-        part = run_group(group, args.quick)
-        print("\n".join(part), flush=True)
-        lines += part
+    unknown = sorted(set(args.only or ()) - set(groups))
+    if unknown:
+        raise SystemExit(f"--only: no row group {', '.join(unknown)}; the groups are {', '.join(groups)}")
+    folder, load_before, machine, rows = H.workdir(), os.getloadavg(), H.machine_header(), []
+    for name in args.only or groups:
+        opts = options(args, name, folder)
+        log.info("%s: %s (%s)", time.strftime("%H:%M:%S"), name, groups[name].SUITE["about"])
+        rows += groups[name].suite_rows(opts)
+    lines = header(machine, load_before, os.getloadavg(), args, opts) + [""] + table(rows)
+    text = "\n".join(lines) + "\n"
+    sys.stdout.write(text)
     if args.out:
-        write_atomically(args.out, "\n".join(lines) + "\n")
+        write_atomic(args.out, text)
     return 0
 
 

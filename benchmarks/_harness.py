@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,12 +49,13 @@ def child_env(threads: int, keep_openblas_env: bool = False) -> dict:
 
 
 def run_child(script: str, args: list, threads: int, keep_openblas_env: bool = False,
-              cpus: str | None = None) -> dict:
+              cpus: str | None = None, python: str | None = None) -> dict:
     """Run ``script --child ARGS`` in a fresh process and return the JSON it prints last.
 
-    ``cpus`` (e.g. "0,1") pins the child with ``taskset`` when given.
+    ``cpus`` (e.g. "0,1") pins the child with ``taskset`` when given; ``python`` is the
+    interpreter (default: this one; the reference side may live in a venv of its own).
     """
-    cmd = [sys.executable, script, "--child", *map(str, args)]
+    cmd = [python or sys.executable, script, "--child", *map(str, args)]
     if cpus:
         cmd = ["taskset", "-c", cpus, *cmd]
     proc = subprocess.run(cmd, env=child_env(threads, keep_openblas_env), capture_output=True,
@@ -290,3 +292,156 @@ def save_json(path, results: dict) -> None:
     """Every raw result (``--json FILE``), keyed by thread count."""
     if path:
         Path(path).write_text(json.dumps({str(k): v for k, v in results.items()}, indent=1))
+
+
+# ----------------------------------------------------------------------------- the suite
+# `python -m benchmarks` (benchmarks/__main__.py) imports every bench_*.py that defines
+# SUITE = {"group": NAME, "about": "one line"} and suite_rows(opts) -> list of row dicts
+# (made with ratio_rows / make_row); the interface is described in benchmarks/README.md.
+@dataclass
+class SuiteOptions:
+    """What a ``suite_rows(opts)`` gets: the method's settings and where to write."""
+
+    quick: bool
+    threads: list
+    runs: int
+    warmups: int
+    repeats: int
+    reference_python: str
+    folder: Path
+    keep_openblas_env: bool = False
+    cpus: str | None = None
+    group: str = ""
+    _missing: dict = field(default_factory=dict)
+
+    def command(self) -> str:
+        """The command that reruns this group's rows."""
+        thr = " ".join(map(str, self.threads))
+        ref = "" if self.reference_python == sys.executable else " --reference-python PY"
+        return (f"python -m benchmarks --only {self.group}{' --quick' if self.quick else ''}"
+                f" --threads {thr}{ref}")
+
+    def missing(self, *modules: str) -> str | None:
+        """The first of ``modules`` the reference Python cannot import, or None."""
+        for mod in modules:
+            if mod not in self._missing:
+                probe = subprocess.run([self.reference_python, "-c", f"import {mod}"],
+                                       capture_output=True, env=child_env(1))
+                self._missing[mod] = probe.returncode != 0
+            if self._missing[mod]:
+                return mod
+        return None
+
+
+def suite_pairs(script: str, opts: SuiteOptions, child_args, reference: str = "torch",
+                sides=("seqprob", "torch")) -> dict:
+    """Like :func:`run_pairs`, for the suite: each side alone in a fresh process, one after the
+    other, ``opts.repeats`` times per thread count; the reference child runs on
+    ``opts.reference_python`` and is skipped (None) when it lacks ``reference``.
+
+    Returns {threads: [(seqprob result, reference result or None), ...]}.
+    """
+    missing = opts.missing(reference)
+    results = {thr: [] for thr in opts.threads}
+    for _ in range(opts.repeats):
+        for thr in opts.threads:
+            ours = run_child(script, child_args(sides[0], thr), thr, opts.keep_openblas_env, opts.cpus)
+            theirs = None if missing else run_child(script, child_args(sides[1], thr), thr,
+                                                    opts.keep_openblas_env, opts.cpus,
+                                                    python=opts.reference_python)
+            results[thr].append((ours, theirs))
+    return results
+
+
+def make_row(opts: SuiteOptions, work: str, reference: str, threads, seqprob_s=None,
+             reference_s=None, ratios=(), target: str = "-", met=None, peak_pct=None,
+             peak_rss: str = "", missing: str | None = None) -> dict:
+    """One row of the suite's table. ``met``: True / False / None (no target, or not run)."""
+    if missing:
+        status = f"not run (missing {missing})"
+    else:
+        status = "-" if met is None else ("met" if met else "MISSED")
+    return {"group": opts.group, "work": work, "reference": reference, "threads": threads,
+            "seqprob_s": seqprob_s, "reference_s": reference_s, "ratios": list(ratios),
+            "target": target, "status": status, "peak_pct": peak_pct, "peak_rss": peak_rss,
+            "command": opts.command()}
+
+
+def ratio_rows(opts: SuiteOptions, results: dict, work: str, reference: str, skey: str, rkey: str,
+               min_ratio: float | None = None, flops: float | None = None,
+               min_peak: tuple | None = None, reference_module: str = "torch") -> list:
+    """One row per thread count from :func:`suite_pairs` results: medians over the repeats of
+    each side's median, the per-repeat ratios (reference / seqprob), % of the child's own numpy
+    GEMM peak when ``flops`` is given, peak RSS of both children. Targets: ``min_ratio`` on the
+    median ratio, ``min_peak`` = (percent, thread counts it applies to)."""
+    rows = []
+    for thr, pairs in results.items():
+        ours = [s[skey]["median"] for s, _ in pairs]
+        theirs = [r[rkey]["median"] for _, r in pairs if r is not None and rkey in r]
+        ratios = [r[rkey]["median"] / s[skey]["median"] for s, r in pairs if r is not None and rkey in r]
+        pct = None
+        if flops and "matmul" in pairs[0][0]:
+            pct = [100 * flops / s[skey]["median"] / 1e9 / s["matmul"]["gflops"] for s, _ in pairs]
+        rss = f"{max(s['peak_rss_mib'] for s, _ in pairs):,.0f}"
+        if theirs and not min_peak:
+            rss += f" / {max(r['peak_rss_mib'] for _, r in pairs if r is not None):,.0f}"
+        target, met, missing = "-", None, None
+        if min_peak:  # a row about seqprob's own rate: no reference figures
+            ratios, theirs = [], []
+            if thr in min_peak[1] and pct:
+                target, met = f">= {min_peak[0]}% of GEMM peak", statistics.median(pct) >= min_peak[0]
+        elif min_ratio is not None:
+            target = f">= {min_ratio:.2f}x"
+            met = statistics.median(ratios) >= min_ratio if ratios else None
+            missing = None if ratios else reference_module
+        elif not ratios:
+            missing = reference_module
+        rows.append(make_row(opts, work, reference, thr, statistics.median(ours),
+                             statistics.median(theirs) if theirs else None, ratios, target, met,
+                             pct, rss, missing))
+    return rows
+
+
+_BLAS_PROBE = """import numpy, threadpoolctl
+print(numpy.__version__)
+print("; ".join(f"{p['internal_api']} {p.get('version')} ({p.get('architecture')} kernels, "
+                f"{p['num_threads']} threads)" for p in threadpoolctl.threadpool_info()
+                if p["user_api"] == "blas"))
+"""
+_REFERENCE_PROBE = """import importlib.metadata as m
+for name in ("torch", "transformers", "kenlm"):
+    try:
+        print(f"{name} {m.version(name)}")
+    except m.PackageNotFoundError:
+        print(f"{name} missing")
+"""
+
+
+def reference_versions(python: str) -> str:
+    """The reference side's packages as the reference Python sees them."""
+    probe = subprocess.run([python, "-c", _REFERENCE_PROBE], capture_output=True, text=True)
+    return ", ".join(probe.stdout.split("\n")).strip(", ") if probe.returncode == 0 else f"{python} does not run"
+
+
+def machine_header(root: Path = ROOT) -> dict:
+    """CPU model, cores, BLAS (threadpoolctl), numpy, Python, date, commit of this machine."""
+    import platform
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            cpu = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    # numpy and its BLAS as a benchmark child sees them (the children drop OPENBLAS_CORETYPE)
+    probe = subprocess.run([sys.executable, "-c", _BLAS_PROBE], capture_output=True, text=True,
+                           env=child_env(len(os.sched_getaffinity(0))), cwd=root)
+    numpy_version, blas = (probe.stdout.strip().split("\n", 1) + ["", ""])[:2] if probe.returncode == 0 \
+        else ("not importable", "")
+    commit = subprocess.run(["git", "describe", "--always", "--dirty", "--tags"], cwd=root,
+                            capture_output=True, text=True)
+    return {"cpu": cpu, "cores": os.cpu_count(), "usable cores": len(os.sched_getaffinity(0)),
+            "blas": blas or "none found", "numpy": numpy_version,
+            "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "commit": commit.stdout.strip() if commit.returncode == 0 else "not a git checkout"}

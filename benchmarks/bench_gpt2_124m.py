@@ -30,6 +30,8 @@ import _harness as H  # noqa: E402
 GPT2 = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
 T = 1024
 N_PARAMS = 124_439_808  # GPT-2 small with tied embeddings
+SUITE = {"group": "gpt2-124m", "about": "GPT-2-124M shape via from_hf vs GPT2LMHeadModel: forward 1x1024 "
+         "and 4x1024, cached decode, load, peak RSS (the largest thread count only)"}
 
 
 def ids(batch: int, length: int = T):
@@ -142,6 +144,43 @@ def report(args, results: dict) -> None:
                   f"decode {statistics.median(dec):.1f} tokens/s, peak RSS {max(rss):.0f} MiB = "
                   f"{max(rss) / (weights_mib + out_mib):.2f}x (float32 weights {weights_mib:.0f} MiB + "
                   f"(B*T, V) output {out_mib:.0f} MiB; target <= 1.5x)")
+
+
+def suite_rows(opts: H.SuiteOptions) -> list:
+    """The suite's rows at the largest thread count (the full method at both counts takes
+    half an hour on 2 cores); --quick: forward 1x1024 and 16 decoded tokens."""
+    from types import SimpleNamespace
+
+    args = SimpleNamespace(runs=opts.runs, warmups=opts.warmups, batches=[1] if opts.quick else [1, 4],
+                           new_tokens=16 if opts.quick else 128)
+    works = [f"GPT-2-124M forward {b}x{T}" for b in args.batches]
+    works += [f"GPT-2-124M cached decode {args.new_tokens} tokens", "GPT-2-124M load (from_hf)",
+              f"GPT-2-124M peak RSS / (weights + ({max(args.batches)}*{T}, V) output)"]
+    missing = opts.missing("torch", "transformers")
+    if missing:  # the torch side writes the checkpoint
+        return [H.make_row(opts, w, "GPT2LMHeadModel", max(opts.threads), missing=missing) for w in works]
+    H.run_child(__file__, ["--side", "write", "--model", opts.folder / "gpt2"], 1,
+                python=opts.reference_python)
+    folder = opts.folder / "gpt2-run"
+    folder.mkdir(exist_ok=True)
+    (folder / "model").symlink_to(opts.folder / "gpt2")
+    run = H.SuiteOptions(**{**vars(opts), "threads": [max(opts.threads)]})
+    results = H.suite_pairs(__file__, run, lambda side, thr: child_args(args, side, thr, folder),
+                            reference="transformers")
+    for pairs in results.values():
+        for pair in pairs:
+            for side in pair:
+                side["load_t"] = {"median": side["load"]}
+    rows = [row for b, w in zip(args.batches, works)
+            for row in H.ratio_rows(run, results, w, "GPT2LMHeadModel", f"forward_{b}", f"forward_{b}", 1.0)]
+    rows += H.ratio_rows(run, results, works[-3], "GPT2LMHeadModel, its KV cache", "decode", "decode", 1.0)
+    rows += H.ratio_rows(run, results, works[-2], "from_pretrained", "load_t", "load_t")
+    budget = (N_PARAMS * 4 + max(args.batches) * T * GPT2["vocab_size"] * 4) / 2 ** 20
+    for thr, pairs in results.items():
+        ours, theirs = (max(p[i]["peak_rss_mib"] for p in pairs) for i in (0, 1))
+        rows.append(H.make_row(run, works[-1], "GPT2LMHeadModel", thr, target="<= 1.5x", met=ours / budget <= 1.5,
+                               peak_rss=f"{ours:,.0f} = {ours / budget:.2f}x / {theirs:,.0f} = {theirs / budget:.2f}x"))
+    return rows
 
 
 def main(argv=None) -> None:

@@ -53,6 +53,8 @@ QUICK = {"small": dict(SMALL, vocab_size=512, hidden_size=64, intermediate_size=
                       num_attention_heads=4, num_key_value_heads=2,
                       max_position_embeddings=64)}
 SHAPES = {"small": {"B": 8, "T": 256}, "100m": {"B": 1, "T": 1024}}
+SUITE = {"group": "llama", "about": "Llama-style small (forward and training step 8x256) and a ~100M HF "
+         "Llama (load, score 1x1024) vs transformers' LlamaForCausalLM"}
 
 
 # ----------------------------------------------------------------------------- torch children
@@ -135,11 +137,11 @@ def seqprob_side(part: str, folder: Path, spec: dict, shape: dict, threads: int,
 
 # ----------------------------------------------------------------------------- parent
 def child(side: str, part: str, folder: Path, threads: int, runs: int, quick: bool,
-          keep_openblas_env: bool = False) -> dict:
+          keep_openblas_env: bool = False, python: str | None = None) -> dict:
     # the same environment as the other GPT benchmarks: thread variables set, and the machine's
     # OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE dropped unless kept (benchmarks/README.md, Method)
     env = H.child_env(threads, keep_openblas_env)
-    cmd = [sys.executable, __file__, "--child", side, part, str(folder), str(threads), str(runs)]
+    cmd = [python or sys.executable, __file__, "--child", side, part, str(folder), str(threads), str(runs)]
     cmd += ["--quick"] if quick else []
     res = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if res.returncode:
@@ -177,6 +179,44 @@ def run_part(part: str, threads: list, runs: int, pairs: int, quick: bool, tmp: 
         for row, r in ratios.items():
             print(f"  thr {thr}: {row:<10} ratio torch/seqprob median of pairs {np.median(r):.2f} "
                   f"(spread {min(r):.2f} - {max(r):.2f})")
+
+
+def suite_part(opts: H.SuiteOptions, part: str) -> dict:
+    """{threads: [(seqprob result, torch result), ...]} of one part; the torch child runs first
+    (the seqprob child checks its log-probs against the torch side's)."""
+    folder = opts.folder / f"llama-{part}"
+    folder.mkdir(exist_ok=True)
+    ref = opts.reference_python
+    child("write", part, folder, 1, opts.runs, opts.quick, opts.keep_openblas_env, ref)
+    results = {thr: [] for thr in opts.threads}
+    for _ in range(opts.repeats):
+        for thr in opts.threads:
+            t = child("torch", part, folder, thr, opts.runs, opts.quick, opts.keep_openblas_env, ref)
+            s = child("seqprob", part, folder, thr, opts.runs, opts.quick, opts.keep_openblas_env)
+            for side in (s, t):
+                side["load"] = {"median": side["load"]}
+            results[thr].append((s, t))
+    return results
+
+
+def suite_rows(opts: H.SuiteOptions) -> list:
+    """The suite's rows: small (score, training step), 100m (score, load); nothing runs without
+    torch and transformers (the torch side writes the checkpoint both sides load)."""
+    size, (sb, st), (bb, bt) = "", (8, 256), (1, 1024)
+    if opts.quick:
+        size, (sb, st), (bb, bt) = "tiny (--quick) ", (2, 16), (2, 16)
+    labels = {"small": (f"Llama {size}small forward (score) {sb}x{st}", f"Llama {size}small training step {sb}x{st}"),
+              "100m": (f"~100M HF Llama {size}score {bb}x{bt}", f"~100M HF Llama {size}load (from_hf)")}
+    missing = opts.missing("torch", "transformers")
+    if missing:
+        return [H.make_row(opts, work, "LlamaForCausalLM", " ".join(map(str, opts.threads)), missing=missing)
+                for part in labels for work in labels[part]]
+    small, big = suite_part(opts, "small"), suite_part(opts, "100m")
+    return [*H.ratio_rows(opts, small, labels["small"][0], "LlamaForCausalLM eager", "score", "score", 1.0),
+            *H.ratio_rows(opts, small, labels["small"][1], "LlamaForCausalLM + torch AdamW", "train_step",
+                          "train_step", 1.0),
+            *H.ratio_rows(opts, big, labels["100m"][0], "LlamaForCausalLM eager", "score", "score", 1.0),
+            *H.ratio_rows(opts, big, labels["100m"][1], "from_pretrained (maps the file)", "load", "load")]
 
 
 def main(argv=None) -> None:

@@ -3,7 +3,7 @@
 Corpus: the seeded synthetic Zipf-Markov text of ``_ngram_corpus.py`` (20,000 word types,
 long-tailed n-gram statistics, no download).
 
-Run (NLTK lives in the torch venv):
+Run (NLTK: benchmarks/requirements.txt):
     PYTHONPATH=. python benchmarks/bench_ngram.py [--tokens 1000000] [--nltk-tokens 20000]
 ARPA write/read, binary load, bytes per n-gram and query throughput against KenLM (lmplz,
 build_binary, the kenlm module), each side alone in its own process (benchmarks/bench_ngram_io.py):
@@ -135,7 +135,7 @@ def main() -> None:
     small_test = make_corpus(args.nltk_test_tokens, seed=3)
     nl = bench_nltk(small_train, small_test)
     if nl is None:
-        print("NLTK not installed: run with python for the comparison")
+        print("NLTK not installed (benchmarks/requirements.txt): no comparison")
         return
     sp = bench_seqprob_small(small_train, small_test)
     nl_total, sp_total = nl["fit_s"] + nl["score_s"], sp["fit_s"] + sp["score_s"]

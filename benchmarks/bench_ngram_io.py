@@ -35,9 +35,12 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# KenLM's build/bin folder (lmplz, build_binary): $KENLM_BIN, else the folder of lmplz on PATH
+# KenLM's lmplz and build_binary: the folder in $KENLM_BIN, else the one lmplz is found in on PATH;
+# the kenlm Python module: the Python in $KENLM_PYTHON, else this one (benchmarks/README.md)
 KENLM_BIN = os.environ.get("KENLM_BIN") or os.path.dirname(shutil.which("lmplz") or "")
-KENLM_PY = os.environ.get("KENLM_PYTHON", sys.executable)  # an interpreter with the kenlm module
+KENLM_PY = os.environ.get("KENLM_PYTHON") or sys.executable
+SUITE = {"group": "ngram", "about": "order-5 modified Kneser-Ney, 1M words: query, ARPA read, .sqlm load, "
+         "text -> ARPA vs KenLM (the kenlm module, lmplz, build_binary)"}
 THREADS = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 
 
@@ -122,8 +125,8 @@ def child(task: str, work: str, runs: int) -> dict:
 # ---------------------------------------------------------------------------- parent
 
 
-def run_child(task: str, work: str, runs: int) -> dict:
-    python = KENLM_PY if task.startswith("kenlm") else sys.executable
+def run_child(task: str, work: str, runs: int, kenlm_python: str | None = None) -> dict:
+    python = (kenlm_python or KENLM_PY) if task.startswith("kenlm") else sys.executable
     env = {**os.environ, **THREADS}
     cmd = [python, os.path.join(HERE, "bench_ngram_io.py"), "--child", task, "--work", work,
            "--runs", str(runs)]
@@ -147,7 +150,7 @@ def prepare(work: str, tokens: int) -> None:
     model = ModifiedKneserNey(order=5).fit(lines)
     arpa = sp.write_arpa(model, os.path.join(work, "m.arpa"))
     model.save(os.path.join(work, "m.sqlm"))
-    for kind in ("probing", "trie"):
+    for kind in ("probing", "trie") if KENLM_BIN else ():
         subprocess.run([os.path.join(KENLM_BIN, "build_binary"), "-s", kind, str(arpa),
                         f"{arpa}.{kind}"], check=True, capture_output=True)
     return sum(model.tables_.sizes())
@@ -172,6 +175,42 @@ def compare(label: str, ours: str, theirs: str, work: str, runs: int, pairs: int
     print("\n".join(lines))
 
 
+def _suite_pair(ours: str, theirs: str | None, work: str, opts, key: str) -> tuple:
+    """One pair in the suite's result format ({key: median/min/max, peak_rss_mib})."""
+    def form(r):
+        (median, lo, hi), rss = _stats(r["times"]), r.get("rss_children_mib", r["rss_mib"])
+        return {key: {"median": median, "min": lo, "max": hi}, "peak_rss_mib": rss}
+    a = run_child(ours, work, opts.runs, opts.reference_python)
+    return form(a), (form(run_child(theirs, work, opts.runs, opts.reference_python)) if theirs else None)
+
+
+def suite_rows(opts) -> list:
+    """The suite's rows, 1 thread (--quick: 100k words); KenLM's side needs the kenlm module in
+    the reference Python and lmplz / build_binary (KENLM_BIN or PATH)."""
+    import tempfile as tf
+
+    sys.path.insert(0, HERE)
+    import _harness as H
+
+    tokens = 100_000 if opts.quick else 1_000_000
+    missing = opts.missing("kenlm") or (None if KENLM_BIN else "lmplz/build_binary")
+    work = tf.mkdtemp(prefix="ngram-", dir=opts.folder)
+    prepare(work, tokens)
+    one = H.SuiteOptions(**{**vars(opts), "threads": [1]})
+    cases = [(f"query: sp.evaluate of a file, {tokens // 10:,} words", "kenlm Model.score per line", "sp_query",
+              "kenlm_query", 1.0), (f"ARPA read ({os.path.getsize(os.path.join(work, 'm.arpa')) / 1e6:.1f} MB)",
+              "kenlm.Model(arpa)", "sp_read", "kenlm_arpa", None),
+             (f"text -> ARPA, {tokens:,} words", "lmplz -S 2G", "sp_fit_write", "lmplz", None)]
+    rows = []
+    for work_label, ref, ours, theirs, target in cases:
+        results = {1: [_suite_pair(ours, None if missing else theirs, work, opts, "t") for _ in range(opts.repeats)]}
+        rows += H.ratio_rows(one, results, work_label, ref, "t", "t", target, reference_module=missing or "kenlm")
+    load = {1: [_suite_pair("sp_load", None, work, opts, "t") for _ in range(opts.repeats)]}
+    row = H.ratio_rows(one, load, ".sqlm load (sp.load_ngram)", "-", "t", "t")[0]
+    row.update(target="< 0.1 s", status="met" if row["seqprob_s"] < 0.1 else "MISSED")
+    return rows + [row]
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--io", action="store_true")
@@ -190,7 +229,7 @@ def main(argv=None) -> None:
         print(json.dumps(out))
         return
     if not KENLM_BIN:
-        raise SystemExit("KenLM binaries not found: set KENLM_BIN to KenLM's build/bin folder or put lmplz on PATH")
+        raise SystemExit("KenLM's lmplz not found: put it on PATH or name its folder in $KENLM_BIN")
     with tempfile.TemporaryDirectory(prefix="bench-ngram-io.") as work:
         n = prepare(work, args.tokens)
         arpa = os.path.join(work, "m.arpa")

@@ -27,6 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _harness as H  # noqa: E402
 
 B, T, LR, N_BATCHES, CHECK_STEPS = 8, 256, 1e-3, 4, 3
+SUITE = {"group": "train", "about": 'config "small": one training step 8x256 (fwd + bwd + clip + '
+         "AdamW) vs torch"}
 
 
 def train_flops(cfg: dict = H.SMALL, b: int = B, t: int = T) -> float:
@@ -134,6 +136,20 @@ def correctness(args, weights: str, folder: Path) -> None:
           f"{loss_diff:.2e} (limit 1e-4), max |weight diff| after the steps {drift:.2e} (limit 5e-4)")
     if not (loss_diff <= 1e-4 and drift <= 5e-4):
         raise SystemExit("seqprob and torch training steps disagree")
+
+
+def suite_rows(opts: H.SuiteOptions) -> list:
+    """The suite's rows (no correctness step: run the script alone for it)."""
+    from types import SimpleNamespace
+
+    from bench_transformer import write_weights
+
+    weights = write_weights(opts.folder)
+    args = SimpleNamespace(runs=opts.runs, warmups=opts.warmups)
+    results = H.suite_pairs(__file__, opts, lambda side, thr: child_args(args, side, thr, weights,
+                                                                         opts.folder, False))
+    return H.ratio_rows(opts, results, f"GPT small training step {B}x{T}", "torch eager + AdamW", "train",
+                        "train", 1.0, train_flops())
 
 
 def main(argv=None) -> None:

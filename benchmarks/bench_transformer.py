@@ -29,6 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _harness as H  # noqa: E402
 
 B, T, NEW = 8, 256, 256
+SUITE = {"group": "gpt-small", "about": 'config "small": forward 8x256 vs torch eager and SDPA, '
+         "cached decode +256 (batch 1), % of the GEMM peak"}
 
 
 def forward_flops(cfg: dict = H.SMALL, b: int = B, t: int = T) -> float:
@@ -139,6 +141,25 @@ def correctness(args, weights: str, folder: Path) -> None:
           f"greedy {NEW}-token agreement {agree:.2f}")
     if not diff <= 1e-4:
         raise SystemExit(f"seqprob and torch disagree: max |diff| {diff:.2e} > 1e-4")
+
+
+def suite_rows(opts: H.SuiteOptions) -> list:
+    """The suite's rows (no correctness step: run the script alone for it)."""
+    from types import SimpleNamespace
+
+    weights = write_weights(opts.folder)
+    args = SimpleNamespace(runs=opts.runs, warmups=opts.warmups, decode_only=False)
+    results = H.suite_pairs(__file__, opts, lambda side, thr: child_args(args, side, thr, weights,
+                                                                         opts.folder, False))
+    fwd = forward_flops()
+    return [*H.ratio_rows(opts, results, f"GPT small forward {B}x{T}", "torch eager", "forward", "forward",
+                          1.0, fwd),
+            *H.ratio_rows(opts, results, f"GPT small forward {B}x{T}", "torch SDPA", "forward",
+                          "forward_sdpa", 0.85, fwd),
+            *H.ratio_rows(opts, results, f"GPT small forward {B}x{T}, % of numpy GEMM peak", "-", "forward",
+                          "forward", flops=fwd, min_peak=(85, {2})),
+            *H.ratio_rows(opts, results, f"GPT small cached decode +{NEW}, batch 1", "torch, own KV cache",
+                          "decode", "decode", 1.5, decode_flops())]
 
 
 def main(argv=None) -> None:

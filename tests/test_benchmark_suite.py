@@ -1,0 +1,74 @@
+"""The benchmark suite's harness: it imports, lists its row groups, and a quick row runs.
+
+No timing assertions: the figures depend on the machine; what is checked is that the command
+runs with no reference side installed and prints the machine header and a table.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NO_REFERENCE = "import sys; sys.exit(1)"  # a "reference Python" that imports nothing
+
+
+def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def suite():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import importlib
+
+        main = importlib.import_module("benchmarks.__main__")
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return main
+
+
+def test_discovery_finds_the_row_groups_and_the_standalone_scripts(suite):
+    groups, alone = suite.discover()
+    assert {"matmul", "gpt-small", "train", "llama", "gpt2-124m", "ngram"} <= set(groups)
+    for module in groups.values():
+        assert module.SUITE["about"] and callable(module.suite_rows)
+    every = {p.name for p in (ROOT / "benchmarks").glob("bench_*.py")}
+    assert every == {m.__file__.rsplit("/", 1)[-1] for m in groups.values()} | set(alone)
+    assert not any("does not import" in name for name in alone)
+
+
+def test_list_prints_every_group(tmp_path):
+    done = _run("--list", tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "matmul" in done.stdout and "standalone only" in done.stdout
+
+
+def test_unknown_group_names_the_groups(tmp_path):
+    done = _run("--only", "no-such-group", tmp_path=tmp_path)
+    assert done.returncode != 0
+    assert "no-such-group" in done.stderr and "matmul" in done.stderr
+
+
+def test_quick_row_without_reference_prints_header_and_table(tmp_path):
+    fake = tmp_path / "python-without-torch"
+    fake.write_text(f"#!/bin/sh\nexec {sys.executable} -c '{NO_REFERENCE}'\n")
+    fake.chmod(0o755)
+    out = tmp_path / "table.md"
+    done = _run("--quick", "--only", "matmul", "--runs", "1", "--warmups", "1",
+                "--reference-python", str(fake), "--out", str(out), tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    for field in ("**cpu**", "**cores**", "**blas**", "**numpy**", "**python**", "**date**",
+                  "**commit**", "**load average**", "--quick"):
+        assert field in done.stdout
+    row = next(line for line in done.stdout.splitlines() if line.startswith("| matmul"))
+    assert "not run (missing torch)" in row
+    assert "python -m benchmarks --only matmul --quick" in row
+    assert out.read_text() == done.stdout
+    assert not list(tmp_path.glob(".table.md.*"))  # the temporary file was renamed
