@@ -1,6 +1,6 @@
 """The float32 GEMM peak: numpy's BLAS against torch's, each alone in a fresh process.
 
-Run::
+Run (with a Python that has torch; the suite runs it as ``python -m benchmarks --only matmul``)::
 
     PYTHONPATH=. python benchmarks/bench_matmul.py [--threads 1 2] [--runs 7] [--repeats 3]
 
