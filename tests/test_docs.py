@@ -85,3 +85,46 @@ def test_no_message_points_at_a_repository_file():
             for p in (ROOT / "seqprob").rglob("*.py")
             for line, text in _message_strings(p) if re.search(r"\bdocs/[\w./-]*\.md\b", text)]
     assert not hits, "\n".join(hits)
+
+
+def test_the_documentation_url_is_one_constant():
+    """Messages and the CLI's --help point at the site; the package metadata names the same URL."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from seqprob._docs import DOCS_URL, docs_url
+
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["urls"]
+    assert urls["Documentation"] == DOCS_URL
+    assert docs_url() == DOCS_URL and docs_url("api/index") == DOCS_URL + "api/index.html"
+    from seqprob.app.cli import build_parser
+
+    assert DOCS_URL in " ".join(build_parser().format_help().split())
+
+
+def _docs_url_pages():
+    """(file, line, page) of every ``docs_url("page", ...)`` call in the package."""
+    for path in (ROOT / "seqprob").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "docs_url" and node.args:
+                assert isinstance(node.args[0], ast.Constant), f"{path}:{node.lineno}: page is not a literal"
+                yield path.relative_to(ROOT), node.lineno, node.args[0].value
+
+
+def test_every_page_a_message_points_at_exists():
+    pages = list(_docs_url_pages())
+    assert pages, "no docs_url() call found: the scan is broken"
+    missing = [f"{f}:{n}: {page!r}" for f, n, page in pages
+               if not any((ROOT / "docs" / f"{page}{suffix}").is_file() for suffix in (".md", ".rst"))]
+    assert not missing, "\n".join(missing)
+
+
+def test_an_unsupported_architecture_points_at_the_models_page(tmp_path):
+    import json
+
+    from seqprob import GPT
+    from seqprob._docs import docs_url
+    from seqprob.errors import CheckpointError
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "mamba"}), encoding="utf-8")
+    with pytest.raises(CheckpointError, match="mamba") as info:
+        GPT.from_hf(tmp_path)
+    assert docs_url("models") in str(info.value)
