@@ -128,3 +128,12 @@ def test_an_unsupported_architecture_points_at_the_models_page(tmp_path):
     with pytest.raises(CheckpointError, match="mamba") as info:
         GPT.from_hf(tmp_path)
     assert docs_url("models") in str(info.value)
+
+
+def test_the_guide_names_every_public_name():
+    """The user guide's 'Public API' table is the one-page overview: a new name joins it."""
+    text = (ROOT / "docs" / "guide.md").read_text(encoding="utf-8")
+    table = text.split("## Public API", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`(\w+)", table))
+    missing = [n for n in seqprob.__all__ if n not in named]
+    assert not missing, f"names missing from the Public API table of docs/guide.md: {missing}"
