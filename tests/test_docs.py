@@ -137,3 +137,42 @@ def test_the_guide_names_every_public_name():
     named = set(re.findall(r"`(\w+)", table))
     missing = [n for n in seqprob.__all__ if n not in named]
     assert not missing, f"names missing from the Public API table of docs/guide.md: {missing}"
+
+
+#: pages whose measurements and history the benchmark suite keeps (they cite removed probe scripts)
+BENCH_PAGES = {"benchmarks.md", "performance.md"}
+
+
+def _pages():
+    return [p for p in sorted((ROOT / "docs").glob("*.md")) if p.name not in BENCH_PAGES]
+
+
+def test_every_repository_path_a_page_names_exists():
+    """``seqprob/scoring/words.py`` on a page is a file of the tree (``git show REV:path`` aside)."""
+    pattern = re.compile(r"(?<![\w/.:])((?:seqprob|tests|examples|analysis|benchmarks|docs)/[\w./*-]*\w)")
+    missing = [f"{p.name}: {m}" for p in _pages() for m in sorted(set(pattern.findall(p.read_text("utf-8"))))
+               if not list(ROOT.glob(m))]
+    assert not missing, "\n".join(missing)
+
+
+def _resolve(dotted: str):
+    """The object ``seqprob.<dotted>``: attributes first, then submodules of that name."""
+    obj, parts = seqprob, dotted.split(".")
+    for i, part in enumerate(parts):
+        if hasattr(obj, part):
+            obj = getattr(obj, part)
+        else:
+            obj = importlib.import_module("seqprob." + ".".join(parts[: i + 1]))
+    return obj
+
+
+def test_every_name_a_page_cites_exists():
+    """``sp.scoring.bootstrap_ratio`` on a page is a name of the package, not a renamed one."""
+    missing = []
+    for p in _pages():
+        for dotted in sorted(set(re.findall(r"`(?:sp|seqprob)\.([\w.]*\w)", p.read_text("utf-8")))):
+            try:
+                _resolve(dotted)
+            except (ImportError, AttributeError):
+                missing.append(f"{p.name}: sp.{dotted}")
+    assert not missing, "\n".join(missing)
