@@ -100,20 +100,31 @@ def test_the_documentation_url_is_one_constant():
     assert DOCS_URL in " ".join(build_parser().format_help().split())
 
 
-def _docs_url_pages():
-    """(file, line, page) of every ``docs_url("page", ...)`` call in the package."""
+def _docs_url_calls():
+    """(file, line, page, anchor) of every ``docs_url("page"[, "anchor"])`` call in the package."""
     for path in (ROOT / "seqprob").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "docs_url" and node.args:
-                assert isinstance(node.args[0], ast.Constant), f"{path}:{node.lineno}: page is not a literal"
-                yield path.relative_to(ROOT), node.lineno, node.args[0].value
+                assert all(isinstance(a, ast.Constant) for a in node.args), f"{path}:{node.lineno}: not literals"
+                page, anchor = ([a.value for a in node.args] + [""])[:2]
+                yield path.relative_to(ROOT), node.lineno, page, anchor
+
+
+def _heading_anchors(page: Path) -> set:
+    """The anchors MyST gives a Markdown page's headings (lower case, spaces to '-', no punctuation)."""
+    headings = re.findall(r"^#{1,6} (.+)$", page.read_text(encoding="utf-8"), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
 
 
 def test_every_page_a_message_points_at_exists():
-    pages = list(_docs_url_pages())
-    assert pages, "no docs_url() call found: the scan is broken"
-    missing = [f"{f}:{n}: {page!r}" for f, n, page in pages
-               if not any((ROOT / "docs" / f"{page}{suffix}").is_file() for suffix in (".md", ".rst"))]
+    calls = list(_docs_url_calls())
+    assert calls, "no docs_url() call found: the scan is broken"
+    missing = []
+    for f, n, page, anchor in calls:
+        found = [ROOT / "docs" / f"{page}{suffix}" for suffix in (".md", ".rst")]
+        found = [p for p in found if p.is_file()]
+        if not found or (anchor and anchor not in _heading_anchors(found[0])):
+            missing.append(f"{f}:{n}: {page!r} {anchor!r}")
     assert not missing, "\n".join(missing)
 
 

@@ -336,6 +336,14 @@ def test_only_json_posts_and_known_routes(client):
         assert "error" in response.json()
 
 
+def test_an_unknown_endpoint_points_at_the_api_documentation(client):
+    from seqprob._docs import docs_url
+
+    response = client.post("/api/nope", json={})
+    assert response.status_code == 404
+    assert docs_url("explore", "the-json-api") in response.json()["error"]
+
+
 # ----------------------------------------------------------------------------- safety
 @pytest.mark.parametrize("host, status", [("127.0.0.1:8000", 200), ("localhost:8000", 200), ("[::1]:8000", 200),
                                           ("evil.example:8000", 400), ("127.0.0.1.evil.example", 400), ("", 400)])

@@ -13,6 +13,7 @@ import logging
 from importlib import resources
 from urllib.parse import urlsplit
 
+from ..._docs import docs_url
 from ...errors import SeqProbError
 from .api import ApiError, Explorer, dumps
 
@@ -178,7 +179,8 @@ class _Endpoints:
 
         endpoint = request.path_params["endpoint"]
         if endpoint not in _POST_ENDPOINTS:
-            raise ApiError(404, f"no endpoint /api/{endpoint:.80}: see GET /api/models and the docs")
+            raise ApiError(404, f"no endpoint /api/{endpoint:.80}: the endpoints are listed at "
+                                f"{docs_url('explore', 'the-json-api')}")
         if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
             raise ApiError(415, "POST /api/* takes a JSON body: send Content-Type: application/json")
         body = await _read_body(request, self.explorer.max_bytes)
