@@ -42,7 +42,7 @@ def test_every_public_submodule_has_a_page():
     assert set(seqprob._SUBMODULES) <= public | {"gpt"}
 
 
-TRACKER = re.compile(r"\b[Ii]ssues? \d+\b")  # citations of upstream trackers (kpu/kenlm) are fine
+TRACKER = re.compile(r"\b[Ii]ssues? #?\d+\b|\bsee #\d+")  # citations of upstream trackers (kpu/kenlm) are fine
 FORBIDDEN = re.compile("/" + r"work/|" + r"\.\./shared|DESIGN\.md|FIELD-" + r"NOTES|\bintegrator\b")
 TREE = ["README.md", "CHANGELOG.md", "docs", "seqprob", "examples", "analysis", "tests", "benchmarks", ".ci"]
 
