@@ -11,8 +11,11 @@ each script with ``--quick`` where it takes options, and their output and figure
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
+
+import sphinx.ext.autosummary
 
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
@@ -55,6 +58,9 @@ numpydoc_xref_param_type = False
 myst_enable_extensions = ["dollarmath", "colon_fence"]
 myst_heading_anchors = 3
 suppress_warnings = ["myst.header", "autosummary.import_cycle"]
+# A summary line ends at its first sentence; "x_0 .. x_T" (a range, written so everywhere in
+# the docstrings) is not one, so a period next to another period does not end it.
+sphinx.ext.autosummary.periods_re = re.compile(r"(?<!\.)\.(?!\.)\s+")
 
 # Cross-references to numpy, pandas, matplotlib and Python without the network: small
 # inventories of the names these docs refer to ship in docs/_intersphinx (made by
