@@ -71,6 +71,7 @@ class Evaluation:
     zero_prob_tokens: tuple = field(default=(), repr=False)
 
     def to_dict(self) -> dict:
+        """Every field by its name, ``{field: value}``."""
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
