@@ -38,7 +38,7 @@ def run(args) -> int:
     from ...scoring import score, summarize
 
     texts = read_texts(args.texts, args.file)
-    model = load_model(args.model, progress_wanted(args), "score")
+    model = load_model(args.model, progress_wanted(args), "score", args.revision)
     tok = load_tokenizer_arg(args.tokenizer, model)
     shown = not (args.no_distribution or args.summary)  # the summary shows no entropy or rank
     df = score({args.model or "default": model}, texts, tokenizer=tok,
