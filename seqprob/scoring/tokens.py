@@ -13,7 +13,7 @@ from ..errors import InputError
 from ..functional import LN2, LN10
 from ..vocab import Vocab
 from .core import (as_items, check_models, drop_context, encode_for_model, encode_with_context,
-                   score_batched)
+                   score_batched, start_id)
 from .windows import score_windowed
 
 __all__ = ["score", "summarize", "joint_logprob"]
@@ -89,6 +89,9 @@ def score(models, texts_or_ids, tokenizer=None, bos: bool = True, eos: bool = Tr
     df = pd.concat(frames, ignore_index=True)
     df.attrs["texts"] = [item if isinstance(item, str) else None for item in items]
     df.attrs["bos"], df.attrs["eos"] = bos, eos
+    # which token each model's x_0 was (its BOS, or its EOS where it has no BOS)
+    df.attrs["x0"] = {name: model.vocab.tokens[start_id(model.vocab)] if bos else None
+                      for name, model in models.items()}
     return df
 
 
