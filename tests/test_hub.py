@@ -190,3 +190,32 @@ def test_the_cli_takes_a_name_and_a_revision(cache, capsys):
     assert "not at revision 'v9'" in capsys.readouterr().err
     assert main(["score", "x", "--revision", "v1"]) == 2
     assert "--revision" in capsys.readouterr().err
+
+
+def test_evaluate_dask_ships_the_name_not_the_weights(cache):
+    """Each worker loads a named model from its own cache: the task graph holds the name."""
+    import pickle
+
+    import dask
+    import dask.bag as db
+
+    add_snapshot(cache, "org/m", LLAMA, COMMIT_A, refs=("main", "v1"))
+    model = sp.load_model("org/m")
+    lines = ["<1> <2> <3>", "<4> <5>", "<2> <2> <7> <9>"]
+    word = _word_tokenizer(model)
+    bag = db.from_sequence(lines, npartitions=2)
+    with dask.config.set(scheduler="synchronous"):
+        ev = sp.evaluate_dask("org/m", bag, tokenizer=word, revision="v1")
+    ref = sp.evaluate(model, lines, tokenizer=word)
+    assert ev.n_tokens == ref.n_tokens
+    assert ev.logprob == pytest.approx(ref.logprob, rel=1e-6)  # float32: batches round apart
+    weights = sum(a.nbytes for a in model.params.values())
+    assert len(pickle.dumps(("org/m", "v1"))) < weights / 100
+    with pytest.raises(InputError, match="revision"):
+        sp.evaluate_dask(model, bag, tokenizer=word, revision="v1")
+
+
+def _word_tokenizer(model):
+    from seqprob.app.cli._loading import resolve_tokenizer
+
+    return resolve_tokenizer("word", model)
