@@ -10,9 +10,12 @@ A name resolves to a snapshot folder of the cache that ``huggingface_hub`` write
 
 ``revision`` is a branch or tag (looked up in ``refs/``) or a commit hash (a snapshot folder
 of that name; an abbreviated hash matches one snapshot whose name starts with it). Resolution
-only reads the cache: nothing is written into it or beside it, and nothing is downloaded.
-A local file or folder of the same name wins over the cache (:func:`seqprob.load_model`
-looks at the path first).
+only reads the cache. A name missing from it is downloaded (:func:`fetch`) when that is
+allowed: ``huggingface_hub`` is installed (``pip install "seqprob[hub]"``) and
+``HF_HUB_OFFLINE`` is not set; only the files a model needs are fetched (config, weights and
+their index, tokenizer files), by ``huggingface_hub`` itself, into the same cache. A local
+file or folder of the same name wins over the cache (:func:`seqprob.load_model` looks at the
+path first).
 
 Examples
 --------
@@ -21,6 +24,7 @@ Examples
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 from pathlib import Path
@@ -28,7 +32,11 @@ from pathlib import Path
 from .errors import InputError, SeqProbFileError
 
 __all__ = ["HubError", "ModelNotCachedError", "RevisionNotCachedError", "cache_dir", "is_hub_name",
-           "check_name", "repo_folder", "resolve"]
+           "check_name", "repo_folder", "resolve", "fetch", "download_allowed", "MODEL_FILES"]
+
+#: The files of a repository that loading a model needs (``huggingface_hub`` patterns).
+MODEL_FILES = ["config.json", "generation_config.json", "*.safetensors", "model.safetensors.index.json",
+               "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]
 
 # huggingface_hub's rule for a repository id: ORG/NAME, each part of letters, digits, "-",
 # "_" and "." (not starting or ending with "-" or ".", no ".." or "--"), at most 96 characters.
@@ -37,6 +45,8 @@ _NAME = re.compile(rf"{_PART}/{_PART}")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _SHORT_COMMIT = re.compile(r"[0-9a-f]{7,39}")
 _REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,255}")
+
+log = logging.getLogger(__name__)
 
 
 class HubError(SeqProbFileError):
@@ -83,7 +93,43 @@ def repo_folder(name: str, cache: Path | None = None) -> Path:
     return Path(cache or cache_dir()) / ("models--" + check_name(name).replace("/", "--"))
 
 
-def resolve(name: str, revision: str | None = None, cache=None) -> Path:
+def download_allowed() -> bool:
+    """Whether a missing model may be downloaded: ``huggingface_hub`` is importable and
+    ``HF_HUB_OFFLINE`` is not set to a true value."""
+    import importlib.util
+
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+    return not offline and importlib.util.find_spec("huggingface_hub") is not None
+
+
+def fetch(name: str, revision: str | None = None, cache=None) -> Path:
+    """Download model ``name`` at ``revision`` into the Hugging Face cache with
+    ``huggingface_hub.snapshot_download`` (its progress bar; only :data:`MODEL_FILES`; the
+    endpoint ``$HF_ENDPOINT`` when set) and return its snapshot folder.
+
+    Raises
+    ------
+    HubError
+        ``huggingface_hub`` is missing, or the download failed (the message says why;
+        ``huggingface_hub`` writes each file to a temporary name first, so an interrupted
+        download leaves no half-written file where a model file belongs).
+    """
+    check_name(name)
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise HubError(f"downloading {name!r} needs huggingface_hub: pip install 'seqprob[hub]'",
+                       name=name) from None
+    try:
+        folder = snapshot_download(name, revision=revision, cache_dir=str(cache or cache_dir()),
+                                   allow_patterns=MODEL_FILES, endpoint=os.environ.get("HF_ENDPOINT") or None)
+    except Exception as exc:  # noqa: BLE001 - network, HTTP and file errors all end here, named
+        raise HubError(f"downloading {name!r} (revision {revision or 'main'!r}) into {cache or cache_dir()} "
+                       f"failed: {type(exc).__name__}: {exc}", name=name, revision=revision) from exc
+    return Path(folder)
+
+
+def resolve(name: str, revision: str | None = None, cache=None, download: bool | None = None) -> Path:
     """The snapshot folder of model ``name`` at ``revision`` in the local Hugging Face cache.
 
     Parameters
@@ -95,6 +141,9 @@ def resolve(name: str, revision: str | None = None, cache=None) -> Path:
         hex digits that matches one cached snapshot).
     cache : str or Path, optional
         The hub cache folder (default :func:`cache_dir`).
+    download : bool, optional
+        Fetch a model or revision missing from the cache (:func:`fetch`); default: when
+        :func:`download_allowed`.
 
     Returns
     -------
@@ -126,6 +175,17 @@ def resolve(name: str, revision: str | None = None, cache=None) -> Path:
     >>> resolve("org/tiny", cache=cache).name == "a" * 40
     True
     """
+    try:
+        return _cached(name, revision, cache)
+    except HubError as exc:
+        if not (download_allowed() if download is None else download):
+            raise exc from None
+        log.info("%s; downloading it", exc)
+        return fetch(name, revision, cache)
+
+
+def _cached(name: str, revision: str | None, cache) -> Path:
+    """:func:`resolve` without downloading."""
     repo = repo_folder(name, cache)
     revision = "main" if revision is None else _check_revision(revision)
     if not (repo / "snapshots").is_dir():
@@ -171,10 +231,12 @@ def _available(repo: Path) -> list:
 
 def _fetch_command(name: str, revision: str) -> str:
     rev = "" if revision == "main" else f" --revision {revision}"
-    return f"'hf download {name}{rev}' (pip install huggingface_hub), or load a local folder"
+    why = ("HF_HUB_OFFLINE is set" if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+           else "with pip install 'seqprob[hub]' seqprob fetches it itself")
+    return f"'hf download {name}{rev}' ({why}), or load a local folder"
 
 
 def _not_cached(name: str, revision: str, repo: Path) -> str:
     return (f"model {name!r} is not in the Hugging Face cache (searched {repo}; the cache is "
-            f"$HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub) and seqprob downloads "
-            f"nothing. Fetch it with: {_fetch_command(name, revision)}")
+            f"$HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub). Fetch it with: "
+            f"{_fetch_command(name, revision)}")
