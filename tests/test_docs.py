@@ -43,7 +43,7 @@ def test_every_public_submodule_has_a_page():
 
 
 TRACKER = re.compile(r"\b[Ii]ssues? \d+\b")  # citations of upstream trackers (kpu/kenlm) are fine
-FORBIDDEN = re.compile("/" + r"work/|" + r"\.\./shared|DESIGN\.md|\bintegrator\b")
+FORBIDDEN = re.compile("/" + r"work/|" + r"\.\./shared|DESIGN\.md|FIELD-" + r"NOTES|\bintegrator\b")
 TREE = ["README.md", "CHANGELOG.md", "docs", "seqprob", "examples", "analysis", "tests", "benchmarks", ".ci"]
 
 
@@ -85,3 +85,94 @@ def test_no_message_points_at_a_repository_file():
             for p in (ROOT / "seqprob").rglob("*.py")
             for line, text in _message_strings(p) if re.search(r"\bdocs/[\w./-]*\.md\b", text)]
     assert not hits, "\n".join(hits)
+
+
+def test_the_documentation_url_is_one_constant():
+    """Messages and the CLI's --help point at the site; the package metadata names the same URL."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from seqprob._docs import DOCS_URL, docs_url
+
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["urls"]
+    assert urls["Documentation"] == DOCS_URL
+    assert docs_url() == DOCS_URL and docs_url("api/index") == DOCS_URL + "api/index.html"
+    from seqprob.app.cli import build_parser
+
+    assert DOCS_URL in " ".join(build_parser().format_help().split())
+
+
+def _docs_url_pages():
+    """(file, line, page) of every ``docs_url("page", ...)`` call in the package."""
+    for path in (ROOT / "seqprob").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "docs_url" and node.args:
+                assert isinstance(node.args[0], ast.Constant), f"{path}:{node.lineno}: page is not a literal"
+                yield path.relative_to(ROOT), node.lineno, node.args[0].value
+
+
+def test_every_page_a_message_points_at_exists():
+    pages = list(_docs_url_pages())
+    assert pages, "no docs_url() call found: the scan is broken"
+    missing = [f"{f}:{n}: {page!r}" for f, n, page in pages
+               if not any((ROOT / "docs" / f"{page}{suffix}").is_file() for suffix in (".md", ".rst"))]
+    assert not missing, "\n".join(missing)
+
+
+def test_an_unsupported_architecture_points_at_the_models_page(tmp_path):
+    import json
+
+    from seqprob import GPT
+    from seqprob._docs import docs_url
+    from seqprob.errors import CheckpointError
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "mamba"}), encoding="utf-8")
+    with pytest.raises(CheckpointError, match="mamba") as info:
+        GPT.from_hf(tmp_path)
+    assert docs_url("models") in str(info.value)
+
+
+def test_the_guide_names_every_public_name():
+    """The user guide's 'Public API' table is the one-page overview: a new name joins it."""
+    text = (ROOT / "docs" / "guide.md").read_text(encoding="utf-8")
+    table = text.split("## Public API", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`(\w+)", table))
+    missing = [n for n in seqprob.__all__ if n not in named]
+    assert not missing, f"names missing from the Public API table of docs/guide.md: {missing}"
+
+
+#: pages whose measurements and history the benchmark suite keeps (they cite removed probe scripts)
+BENCH_PAGES = {"benchmarks.md", "performance.md"}
+
+
+def _pages():
+    return [p for p in sorted((ROOT / "docs").glob("*.md")) if p.name not in BENCH_PAGES]
+
+
+def test_every_repository_path_a_page_names_exists():
+    """``seqprob/scoring/words.py`` on a page is a file of the tree (``git show REV:path`` aside)."""
+    pattern = re.compile(r"(?<![\w/.:])((?:seqprob|tests|examples|analysis|benchmarks|docs)/[\w./*-]*\w)")
+    missing = [f"{p.name}: {m}" for p in _pages() for m in sorted(set(pattern.findall(p.read_text("utf-8"))))
+               if not list(ROOT.glob(m))]
+    assert not missing, "\n".join(missing)
+
+
+def _resolve(dotted: str):
+    """The object ``seqprob.<dotted>``: attributes first, then submodules of that name."""
+    obj, parts = seqprob, dotted.split(".")
+    for i, part in enumerate(parts):
+        if hasattr(obj, part):
+            obj = getattr(obj, part)
+        else:
+            obj = importlib.import_module("seqprob." + ".".join(parts[: i + 1]))
+    return obj
+
+
+def test_every_name_a_page_cites_exists():
+    """``sp.scoring.bootstrap_ratio`` on a page is a name of the package, not a renamed one."""
+    missing = []
+    for p in _pages():
+        for dotted in sorted(set(re.findall(r"`(?:sp|seqprob)\.([\w.]*\w)", p.read_text("utf-8")))):
+            try:
+                _resolve(dotted)
+            except (ImportError, AttributeError):
+                missing.append(f"{p.name}: sp.{dotted}")
+    assert not missing, "\n".join(missing)

@@ -99,3 +99,20 @@ def test_the_library_has_no_import_circle():
 
 def test_the_benchmarks_have_no_import_circle():
     assert cycles(import_graph(module_files(ROOT / "benchmarks", None))) == []
+
+
+def test_the_library_does_not_import_the_application():
+    """``seqprob.app`` sits on top: no library module imports it (``__main__`` only runs it)."""
+    graph = import_graph(module_files(ROOT / "seqprob", "seqprob"))
+    up = sorted(f"{m} -> {t}" for m, targets in graph.items() if not m.startswith("seqprob.app")
+                and m != "seqprob.__main__" for t in targets if t.startswith("seqprob.app"))
+    assert up == []
+
+
+def test_the_bottom_layer_imports_only_itself():
+    """Layer 0 of the architecture page: these modules import nothing else of seqprob."""
+    bottom = {"seqprob.errors", "seqprob.protocols", "seqprob.checks", "seqprob._io", "seqprob._schema",
+              "seqprob._parallel", "seqprob._progress", "seqprob._docs", "seqprob.registry"}
+    graph = import_graph(module_files(ROOT / "seqprob", "seqprob"))
+    outside = {m: sorted(graph[m] - bottom) for m in sorted(bottom) if graph[m] - bottom}
+    assert outside == {}

@@ -264,6 +264,25 @@ def test_attention_from_array_subset():
     assert sum(len(ax.images) for ax in fig.axes) == 2
 
 
+def test_attention_takes_what_attention_patterns_returns(gpt):
+    """The (attn, tokens) pair of analysis.attention_patterns draws as the model itself does."""
+    from seqprob.analysis import attention_patterns
+
+    attn, tokens = attention_patterns(gpt, "the cat sat")
+    fig = plots.attention((attn, tokens))
+    direct = plots.attention(gpt, text="the cat sat")
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == tokens
+    for mine, theirs in zip([im for ax in fig.axes for im in ax.images],
+                            [im for ax in direct.axes for im in ax.images]):
+        np.testing.assert_array_equal(mine.get_array(), theirs.get_array())
+
+
+@pytest.mark.parametrize("bad", [[[1.0, 2.0], [3.0]], [["a", "b"], ["c", "d"]]])
+def test_attention_of_a_ragged_or_text_array_is_a_named_error(bad):
+    with pytest.raises(InputError, match="numeric array"):
+        plots.attention(bad)
+
+
 def test_attention_errors(tok):
     with pytest.raises(InputError, match="no attention"):
         plots.attention(UniformModel(tok.vocab), text="the cat")

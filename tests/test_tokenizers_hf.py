@@ -1,7 +1,7 @@
 """HFTokenizer against transformers' PreTrainedTokenizerFast on the same tokenizer.json files.
 
-The files and the expected ids come from tests/fixtures/make_hf_tokenizers.py (run with the
-benchmark venv, which has transformers); this test needs only the ``tokenizers`` library.
+The files and the expected ids come from tests/fixtures/make_hf_tokenizers.py (run with a
+Python that has transformers); this test needs only the ``tokenizers`` library.
 """
 import json
 import shutil

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._docs import docs_url
 from .._io import as_path
 from ..errors import CheckpointError, InputError, SeqProbFileError
 from ..registry import register_model_format
@@ -52,10 +53,11 @@ def _kind(hf: dict) -> str:
             kind = "gpt2"  # old GPT-2 configs name neither
         if kind is None:
             raise CheckpointError(f"config.json names no supported architecture (architectures={archs!r}); "
-                                  f"seqprob reads {sorted(ARCHITECTURES.values())}", value=archs)
+                                  f"seqprob reads {sorted(ARCHITECTURES.values())} (see {docs_url('models')})",
+                                  value=archs)
     if kind not in ARCHITECTURES:
         raise CheckpointError(f"unsupported architecture model_type={kind!r}: seqprob reads "
-                              f"{sorted(ARCHITECTURES)}", value=kind)
+                              f"{sorted(ARCHITECTURES)} (see {docs_url('models')})", value=kind)
     return kind
 
 

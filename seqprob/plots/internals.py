@@ -11,10 +11,19 @@ __all__ = ["attention", "logit_lens", "embeddings", "embedding_directions", "ana
 _MAX_LABELLED = 40  # longer sequences get no per-token tick labels
 
 
+def _is_patterns_pair(data) -> bool:
+    """True for the ``(attn, tokens)`` pair of :func:`seqprob.analysis.attention_patterns`."""
+    return (isinstance(data, tuple) and len(data) == 2 and isinstance(data[0], np.ndarray)
+            and data[0].ndim == 4 and isinstance(data[1], (list, tuple))
+            and all(isinstance(t, str) for t in data[1]))
+
+
 def _attention_array(data, tokens, text, tokenizer):
     """(L, H, T, T) patterns and T labels from a model (+ text), a cache or an array."""
     if hasattr(data, "attn"):  # an ActivationCache
         attn = data.attn
+    elif _is_patterns_pair(data):  # what attention_patterns() returns: (attn, tokens)
+        attn, tokens = data[0], (list(data[1]) if tokens is None else tokens)
     elif isinstance(data, (np.ndarray, list, tuple)):
         attn = data
     elif callable(getattr(data, "run_with_cache", None)):
@@ -26,7 +35,11 @@ def _attention_array(data, tokens, text, tokenizer):
     else:
         raise InputError(f"{type(data).__name__} has no attention: attention() needs a transformer "
                          "(with run_with_cache), an ActivationCache or an array (n_layer, n_head, T, T)")
-    attn = np.asarray(attn, dtype=np.float64)
+    try:
+        attn = np.asarray(attn, dtype=np.float64)
+    except (TypeError, ValueError) as exc:  # ragged lists, strings: numpy's message names neither
+        raise InputError(f"attention patterns must be a numeric array (n_layer, n_head, T, T): {exc}",
+                         value=type(attn).__name__) from None
     if attn.ndim == 2:
         attn = attn[None, None]
     if attn.ndim != 4 or attn.shape[-1] != attn.shape[-2] or attn.size == 0:
@@ -42,8 +55,9 @@ def attention(data, tokens=None, text=None, tokenizer=None, layers=None, heads=N
 
     Parameters
     ----------
-    data : GPT, ActivationCache or array (n_layer, n_head, T, T)
-        With a model, pass ``text`` (and optionally ``tokenizer``); the labels come with it.
+    data : GPT, ActivationCache, (attn, tokens) or array (n_layer, n_head, T, T)
+        With a model, pass ``text`` (and optionally ``tokenizer``); the labels come with it, as
+        they do with the pair returned by :func:`seqprob.analysis.attention_patterns`.
     tokens : list of str, optional
         The T tokens (query = rows, key = columns) when ``data`` is an array.
     layers, heads : list of int, optional

@@ -9,6 +9,7 @@ import re
 import sys
 import warnings
 
+from ..._docs import DOCS_URL
 from ...errors import InputError, SeqProbError
 from ._common import did_you_mean
 
@@ -53,7 +54,8 @@ DESCRIPTION = ("A language model is a probability distribution over sequences. s
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``seqprob`` argument parser with every sub-command registered."""
-    parser = _Parser(prog="seqprob", description=DESCRIPTION)
+    parser = _Parser(prog="seqprob", description=DESCRIPTION,
+                     epilog=f"Each command has its own --help. Documentation: {DOCS_URL}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     parser.add_argument("--version", action="version", version=f"seqprob {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
