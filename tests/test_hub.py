@@ -186,6 +186,9 @@ def test_the_cli_takes_a_name_and_a_revision(cache, capsys):
     assert main(["score", "<1> <2> <3>", "--model", "org/m", "--revision", "v1", "--tokenizer", "word",
                  "--format", "csv"]) == 0
     assert "logprob" in capsys.readouterr().out
+    assert main(["score", "<1> <2>", "--model", "org/m", "--tokenizer", "word", "--bos-token", "<5>",
+                 "--format", "csv", "--no-eos"]) == 0
+    assert capsys.readouterr().out.count("\n") == 3  # header + two scored tokens, x_1 included
     assert main(["score", "x", "--model", "org/m", "--revision", "v9"]) == 2
     assert "not at revision 'v9'" in capsys.readouterr().err
     assert main(["score", "x", "--revision", "v1"]) == 2

@@ -350,3 +350,15 @@ def test_a_model_without_bos_starts_from_its_eos():
     assert df.attrs["x0"] == {"model": "<|endoftext|>"} or list(df.attrs["x0"].values()) == ["<|endoftext|>"]
     assert sp.joint_logprob(model, [0, 1], eos=False) == pytest.approx(2 * np.log(1 / 3))
     assert sp.score(model, [[0, 1]], bos=False, eos=False)["position"].tolist() == [2]
+
+
+def test_the_user_names_x0():
+    vocab = sp.Vocab(["<s>", "a", "b", "<|endoftext|>"], bos="<s>", eos="<|endoftext|>", unk=None)
+    model = sp.UniformModel(vocab)
+    df = sp.score(model, [[1, 2]], bos="<|endoftext|>", eos=False)
+    assert list(df.attrs["x0"].values()) == ["<|endoftext|>"] and df["position"].tolist() == [1, 2]
+    assert list(sp.score(model, [[1, 2]], eos=False).attrs["x0"].values()) == ["<s>"]
+    with pytest.raises(InputError, match="not a token"):
+        sp.score(model, [[1, 2]], bos="<nope>")
+    with pytest.raises(InputError, match="bos must be"):
+        sp.score(model, [[1, 2]], bos=3)
