@@ -30,7 +30,7 @@ import _harness as H  # noqa: E402
 GPT2 = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
 T = 1024
 N_PARAMS = 124_439_808  # GPT-2 small with tied embeddings
-SUITE = {"group": "gpt2-124m", "about": "GPT-2-124M shape via from_hf vs GPT2LMHeadModel: forward 1x1024 "
+SUITE = {"order": 50, "group": "gpt2-124m", "about": "GPT-2-124M shape via from_hf vs GPT2LMHeadModel: forward 1x1024 "
          "and 4x1024, cached decode, load, peak RSS (the largest thread count only)"}
 
 

@@ -53,7 +53,7 @@ QUICK = {"small": dict(SMALL, vocab_size=512, hidden_size=64, intermediate_size=
                       num_attention_heads=4, num_key_value_heads=2,
                       max_position_embeddings=64)}
 SHAPES = {"small": {"B": 8, "T": 256}, "100m": {"B": 1, "T": 1024}}
-SUITE = {"group": "llama", "about": "Llama-style small (forward and training step 8x256) and a ~100M HF "
+SUITE = {"order": 40, "group": "llama", "about": "Llama-style small (forward and training step 8x256) and a ~100M HF "
          "Llama (load, score 1x1024) vs transformers' LlamaForCausalLM"}
 
 
