@@ -1,4 +1,5 @@
 """Score three sentences token by token under the true language, an n-gram model and a GPT.
+========================================================================================
 
 A language model is a probability distribution over sequences. By the chain rule,
 
@@ -25,7 +26,7 @@ SENTENCES = ["the cat sat on the mat",          # likely
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__ and __doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small training sample (seconds)")
     parser.add_argument("--out", help="folder to save the figure in (PNG)")
     args = parser.parse_args()

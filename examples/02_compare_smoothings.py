@@ -1,4 +1,5 @@
 """Compare n-gram smoothing methods on held-out text, and against the true distribution.
+=====================================================================================
 
 An unsmoothed (MLE) n-gram gives probability 0 to any n-gram it never saw, so one unseen
 word sequence makes the perplexity infinite. Smoothing moves a little probability to the
@@ -19,7 +20,7 @@ from seqprob.truth import toy_english
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__ and __doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small corpora (seconds)")
     parser.add_argument("--order", type=int, default=3, help="n-gram order (default 3)")
     args = parser.parse_args()

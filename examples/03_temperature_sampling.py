@@ -1,4 +1,5 @@
 """Temperature, top-k and top-p: how the next-token distribution is reshaped before sampling.
+==========================================================================================
 
 Sampling draws the next token from softmax(log P / T). T < 1 sharpens the distribution
 (T -> 0 is the argmax: always the most likely token), T > 1 flattens it (T -> infinity is
@@ -21,7 +22,7 @@ from _shared import shipped_model
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__ and __doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small model (seconds)")
     parser.add_argument("--prompt", default="the cat", help="text to continue (default 'the cat')")
     parser.add_argument("--out", help="folder to save the figure in (PNG)")

@@ -1,4 +1,5 @@
 """Train an n-gram model and a small GPT on your own text file, then score and sample.
+===================================================================================
 
 Each line of the file is one sentence (or paragraph). 90 % of the lines train the models,
 10 % are held out to measure perplexity: exp(average negative log-probability per token),
@@ -37,7 +38,7 @@ def stream(tok, lines):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__ and __doc__.splitlines()[0])
     parser.add_argument("text", nargs="?", help="a UTF-8 text file, one sentence per line")
     parser.add_argument("--quick", action="store_true", help="use a small built-in text, few steps")
     parser.add_argument("--steps", type=int, default=None, help="GPT training steps (default 500)")

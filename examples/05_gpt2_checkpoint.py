@@ -1,4 +1,5 @@
 """Score sentences with a real GPT-2 checkpoint you downloaded (no network is ever used).
+======================================================================================
 
 You need, on disk:
   * a Hugging Face GPT-2 folder with config.json and model.safetensors, e.g. from
@@ -27,7 +28,7 @@ def missing(message, quick):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__ and __doc__.splitlines()[0])
     parser.add_argument("--model", default="gpt2", help="checkpoint folder (default ./gpt2)")
     parser.add_argument("--tokenizer", default="gpt2", help="a .tiktoken file or a cached encoding name")
     parser.add_argument("--quick", action="store_true", help="exit 0 when the files are absent")

@@ -1,4 +1,5 @@
 """How far is each model from the true distribution? Cross-entropy, KL and agreement.
+==================================================================================
 
 Real text comes from an unknown distribution P*. seqprob's toy language is a grammar whose P*
 is known exactly, so we can measure what is normally unmeasurable:
@@ -23,7 +24,7 @@ from _shared import shipped_model
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__ and __doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small samples (seconds)")
     args = parser.parse_args()
 

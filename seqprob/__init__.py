@@ -25,7 +25,18 @@ from .training import train
 from .truth import ProbabilisticGrammar, toy_english
 from .vocab import Vocab
 
-__version__ = "0.1.0"
+def _installed_version() -> str:
+    """The installed distribution's version (one source: pyproject.toml), or "0+unknown" for a
+    source tree that is imported without being installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("seqprob")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+__version__ = _installed_version()
 
 # Everything else lives in its submodule: sp.errors.InputError, sp.optim.cosine_schedule,
 # sp.gpt.checkpoint.save_checkpoint, sp.scoring.stride_sweep, sp.sampling.next_token_probs ...

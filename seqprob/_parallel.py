@@ -20,7 +20,7 @@ thread and hand only ufunc / reduction work to the pool.
 Whole passes can instead be split once (:func:`run_tasks`): each thread runs its share of a
 forward or training step, BLAS included, under :data:`one_blas_thread` (threadpoolctl
 limits BLAS to one thread and restores the user's setting afterwards); the per-op splits
-inside the tasks then run inline. See ``docs/performance.md``.
+inside the tasks then run inline. See the performance page of the documentation.
 
 Examples
 --------

@@ -3,7 +3,7 @@ its range and its size against a stated limit *before* anything is allocated fro
 
 Each check raises a :class:`~seqprob.errors.FileFormatError` (or the subclass given as
 ``error``) whose message names the file, the field, the bad value and the limit. The limits
-are listed in docs/formats.md.
+are listed on the file formats page of the documentation.
 """
 from __future__ import annotations
 

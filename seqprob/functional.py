@@ -327,8 +327,8 @@ def check_stride(stride, width: int, bos_per_window: bool = False) -> int:
 
 
 def plan_windows(n: int, width: int, stride: int, bos_per_window: bool = False) -> list:
-    """Windows [(start, end, first_new)] over n rows: inputs ``start .. end-1`` give rows
-    ``first_new .. end-1``.
+    """Windows [(start, end, first_new)] over n rows: inputs ``start:end`` give rows
+    ``first_new:end``.
 
     Examples
     --------

@@ -1,4 +1,4 @@
-"""The command line without rough edges (issue 13, points 6, 8 and 9)."""
+"""The command line without rough edges."""
 import io
 import json
 from pathlib import Path

@@ -1,6 +1,6 @@
 """The one model contract, checked the same way on every kind of model seqprob has.
 
-DESIGN.md: every row is a distribution (also for unseen contexts), the chain rule (summed over
+The model contract: every row is a distribution (also for unseen contexts), the chain rule (summed over
 all V^T sequences the probabilities add up to 1; with </s> over all sentences up to a length
 plus the unfinished mass), causality, batched == unbatched, cached == uncached.
 """

@@ -1,4 +1,4 @@
-"""Issue 5 results: the shipped GPT against P* and the n-gram baselines, and the demo."""
+"""The shipped GPT against P* and the n-gram baselines, and the demo."""
 import math
 import warnings
 from dataclasses import replace

@@ -1,4 +1,4 @@
-"""The suite's own rules (issue 13, point 5): doctests of every module run, profiles reach
+"""The suite's own rules: doctests of every module run, profiles reach
 every property test, no machine-specific paths."""
 import os
 import re

@@ -166,7 +166,7 @@ def test_kenlm_quirk_issue_427_statistics():
         quirky = ModifiedKneserNey(order=2, kenlm_quirk=True).fit(corpus)
     with pytest.warns(UserWarning, match="fallback"):
         exact = ModifiedKneserNey(order=2).fit(corpus)
-    assert quirky.count_of_counts_[0][:2] == [0, 5]  # what lmplz computes (issue 427)
+    assert quirky.count_of_counts_[0][:2] == [0, 5]  # what lmplz computes (kpu/kenlm issue 427)
     assert exact.count_of_counts_[0][:2] == [1, 4]   # what it should be
 
 

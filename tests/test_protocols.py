@@ -1,4 +1,4 @@
-"""The second-tier contracts (issue 13, point 2): Trainable and Inspectable, by isinstance."""
+"""The second-tier contracts: Trainable and Inspectable, by isinstance."""
 import numpy as np
 import pytest
 

@@ -1,5 +1,5 @@
 """The research-score commands (score --context/--stride, ppl --ci, compress/decompress) and the
-docstring examples of the modules of issue 12."""
+docstring examples of the research-scoring modules."""
 import doctest
 import importlib
 import json

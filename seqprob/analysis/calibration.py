@@ -47,7 +47,7 @@ def reliability_table(probs, correct, n_bins: int = 10):
 
     Notes
     -----
-    ECE = sum_b (n_b / N) |acc_b - conf_b| (Guo et al. 2017).
+    ECE = sum_b (n_b / N) abs(acc_b - conf_b) (Guo et al. 2017).
 
     Examples
     --------
@@ -73,7 +73,7 @@ def reliability_table(probs, correct, n_bins: int = 10):
 
 
 def expected_calibration_error(probs, correct, n_bins: int = 10) -> float:
-    """ECE = sum_b (n_b / N) |observed frequency_b - mean probability_b|, in [0, 1]."""
+    """ECE = sum_b (n_b / N) abs(observed frequency_b - mean probability_b), in [0, 1]."""
     return reliability_table(probs, correct, n_bins).attrs["ece"]
 
 

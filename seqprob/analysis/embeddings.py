@@ -161,7 +161,7 @@ def analogy(model, a: str, b: str, c: str, k: int = 5, exclude_special: bool = T
 
     Notes
     -----
-    target = e_a - e_b + e_c; cosine(v) = e_v · target / (|e_v| |target|).
+    target = e_a - e_b + e_c; cosine(v) = e_v · target / (‖e_v‖ ‖target‖).
 
     Examples
     --------
@@ -216,7 +216,7 @@ def direction(model, pairs) -> np.ndarray:
 
     Notes
     -----
-    d = mean_i (e_{b_i} - e_{a_i}); returned as d / |d|.
+    d = mean_i (e_{b_i} - e_{a_i}); returned as d / ‖d‖.
     """
     pairs = list(pairs)
     if not pairs:

@@ -131,7 +131,7 @@ def cross_entropy(model, samples, tokenizer=None, eos: bool = True, confidence: 
 
     Notes
     -----
-    per_token = -sum_k log P_θ(x_k) / sum_k |x_k| (token-weighted: |x| counts ``</s>``);
+    per_token = -sum_k log P_θ(x_k) / sum_k len(x_k) (token-weighted: len(x) counts ``</s>``);
     its standard error comes from the delta method for a ratio of sums over i.i.d. sentences.
     A sentence with probability 0 makes it ``inf``. On samples from P*, per_token - H(P*) per
     token estimates KL(P* || P_θ) per token (see :func:`kl_per_token`).

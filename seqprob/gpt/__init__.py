@@ -1,5 +1,5 @@
 """The numpy GPT (f_θ): config, one block, model facade, training, decoding, HF import
-(GPT-2, Llama, Qwen2, GPT-NeoX; see docs/models.md).
+(GPT-2, Llama, Qwen2, GPT-NeoX; see the transformer architectures page of the documentation).
 
 ``GPT`` and ``GPTConfig`` are the public names; parameter naming is documented in
 :mod:`seqprob.gpt.params`.

@@ -350,7 +350,7 @@ def _check_folder(path: Path) -> Path:
 
 
 def _read_manifest(path: Path) -> dict:
-    """The manifest's ``files`` table, checked against the schema (docs/formats.md), every
+    """The manifest's ``files`` table, checked against the schema (the file formats page), every
     listed file resolved inside the folder and verified (size, SHA-256)."""
     file = path / _MANIFEST
     if not file.exists():

@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 def read_header(path) -> tuple[dict, int]:
     """The JSON header (tensor entries and ``__metadata__``) and the byte offset of the data.
 
-    Every entry is checked against the schema (docs/formats.md) before any tensor is read:
+    Every entry is checked against the schema (the file formats page) before any tensor is read:
     ``dtype`` one of :data:`DTYPES`; ``shape`` a list of at most 8 integers in [0, 2**40]
     whose non-zero ones multiply to at most 2**40 (:data:`MAX_DIM`);
     ``data_offsets`` ``[begin, end]`` integers with ``0 <= begin <= end <= data bytes`` and

@@ -55,8 +55,8 @@ def kenlm_quirk_rows(counts: NGramCounts, vocab: Vocab) -> list:
 
     lmplz walks the highest-order n-grams (padded on the left with ``<s>``) in suffix order
     and, when it reaches the end, enters the still-open lower-order n-grams -- the suffixes
-    of the last one -- with their raw count instead of their adjusted count (kpu/kenlm
-    issues 405 and 427). This reproduces that choice.
+    of the last one -- with their raw count instead of their adjusted count
+    (kpu/kenlm issues 405 and 427). This reproduces that choice.
     """
     N, bos = counts.order, vocab.bos_id
     cands = [counts.words(N)]

@@ -26,7 +26,7 @@ def reliability(df, ax=None, **style):
 
     Notes
     -----
-    ECE = sum_b (n_b / N) |acc_b - conf_b|; a calibrated model has every bar on the diagonal.
+    ECE = sum_b (n_b / N) abs(acc_b - conf_b); a calibrated model has every bar on the diagonal.
     """
     check_frame(df, ("bin_lower", "bin_upper", "count", "confidence", "accuracy"), "reliability()")
     d = df[df["count"] > 0]

@@ -42,7 +42,7 @@ def conditional_logprob(model, context: str, continuation: str, tokenizer=None, 
     Notes
     -----
     Word level, leading-space marks, B = word-initial tokens ∪ {``</s>``}:
-    log P(w_1..w_k | c) = sum_{t > |c|} log P(x_t | x_<t) - log P(B | c) + log P(B | c, w), the last
+    log P(w_1..w_k | c) = sum_{t > len(c)} log P(x_t | x_<t) - log P(B | c) + log P(B | c, w), the last
     term replaced by log P(``</s>`` | c, w) with ``eos``.
 
     Examples

@@ -110,9 +110,7 @@ def _check_arguments(args, command) -> None:
 
 
 def _cli_words(message: str, command) -> str:
-    """A library message in the CLI's words: ``stride=`` becomes ``--stride``, and no pointer
-    to documentation files a user of the command line does not have."""
-    message = re.sub(r";? see docs/[\w./-]+\.md", "", message)
+    """A library message in the CLI's words: ``stride=`` becomes ``--stride``."""
     message = message.replace("pass discount_fallback=... to use fixed discounts",
                               "leave out --no-discount-fallback to use fixed discounts")
     for action in command._actions:

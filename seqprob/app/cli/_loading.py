@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from ...errors import InputError, SeqProbFileError, UnknownTokenizerError
+from ...protocols import model_tokenizer
 
 __all__ = ["MODEL_HELP", "TOKENIZER_HELP", "check_model_path", "load_model", "resolve_tokenizer", "progress_wanted",
            "stage"]
@@ -110,7 +111,7 @@ def resolve_tokenizer(spec, model=None, texts=None):
             from ...truth import toy_english
 
             return toy_english().tokenizer
-        tok = getattr(model, "tokenizer", None)
+        tok = model_tokenizer(model)
         if tok is None:
             raise InputError("this model has no tokenizer of its own: pass --tokenizer (a file, "
                              "a model folder, word, char or a tiktoken name)")

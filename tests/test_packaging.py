@@ -1,0 +1,52 @@
+"""The package as a user installs it: one version, a license, a changelog, true floors."""
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import seqprob
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+PROJECT = PYPROJECT["project"]
+
+
+def _floors() -> dict:
+    floors = {}
+    for dep in PROJECT["dependencies"]:
+        m = re.fullmatch(r"([A-Za-z0-9_.\-]+)\s*>=\s*([0-9][0-9.]*)", dep.strip())
+        assert m, f"dependency {dep!r} is not a plain '>=' floor (.ci/min_versions.sh reads them)"
+        floors[m.group(1)] = tuple(int(x) for x in m.group(2).split("."))
+    return floors
+
+
+def test_one_version_from_pyproject():
+    """``seqprob.__version__`` (and so ``seqprob --version``, tests/test_cli_documents.py) is
+    the installed package's metadata, which pyproject.toml writes."""
+    assert seqprob.__version__ == PROJECT["version"]
+
+
+def test_license_changelog_and_type_marker_ship():
+    assert "MIT License" in (ROOT / "LICENSE").read_text()
+    assert PROJECT["license"] == {"text": "MIT"}
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert "## [Unreleased]" in changelog
+    assert f"## [{PROJECT['version']}] - " in changelog
+    assert (ROOT / "seqprob" / "py.typed").is_file()
+    assert "py.typed" in PYPROJECT["tool"]["setuptools"]["package-data"]["seqprob"]
+    assert PROJECT["urls"]["Documentation"].startswith("https://")
+
+
+def test_the_numpy_floor_is_true():
+    """np.reshape(..., copy=...) exists from numpy 2.1 on: code that calls it needs that floor."""
+    uses_copy_kw = any("np.reshape(" in line and "copy=" in line
+                       for path in (ROOT / "seqprob").rglob("*.py") for line in path.read_text().splitlines())
+    if uses_copy_kw:
+        assert _floors()["numpy"] >= (2, 1)
+
+
+@pytest.mark.parametrize("name", ["numpy", "scipy", "pandas", "matplotlib", "tiktoken", "regex", "tqdm",
+                                  "threadpoolctl"])
+def test_every_core_dependency_has_a_floor(name):
+    assert name in _floors()
