@@ -49,7 +49,8 @@ def discover(folder: Path = HERE) -> tuple[dict, list]:
             groups[suite["group"]] = module
         else:
             alone.append(path.name)
-    return groups, alone
+    order = sorted(groups, key=lambda name: (groups[name].SUITE.get("order", 100), name))
+    return {name: groups[name] for name in order}, alone
 
 
 def parse(argv=None) -> argparse.Namespace:

@@ -318,7 +318,8 @@ class SuiteOptions:
         """The command that reruns this group's rows."""
         thr = " ".join(map(str, self.threads))
         ref = "" if self.reference_python == sys.executable else " --reference-python PY"
-        return (f"python -m benchmarks --only {self.group}{' --quick' if self.quick else ''}"
+        kenlm = "KENLM_BIN=DIR " if os.environ.get("KENLM_BIN") else ""
+        return (f"{kenlm}python -m benchmarks --only {self.group}{' --quick' if self.quick else ''}"
                 f" --threads {thr}{ref}")
 
     def missing(self, *modules: str) -> str | None:

@@ -30,7 +30,7 @@ import _harness as H  # noqa: E402
 GPT2 = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
 T = 1024
 N_PARAMS = 124_439_808  # GPT-2 small with tied embeddings
-SUITE = {"group": "gpt2-124m", "about": "GPT-2-124M shape via from_hf vs GPT2LMHeadModel: forward 1x1024 "
+SUITE = {"order": 50, "group": "gpt2-124m", "about": "GPT-2-124M shape via from_hf vs GPT2LMHeadModel: forward 1x1024 "
          "and 4x1024, cached decode, load, peak RSS (the largest thread count only)"}
 
 
@@ -106,6 +106,7 @@ def seqprob_child(args) -> dict:
         x = ids(b)
         res[f"forward_{b}"] = H.timeit(lambda: model.logprobs(x), args.runs, args.warmups)
     res["decode"] = H.timeit(decode, args.runs, args.warmups)
+    res["matmul"] = H.numpy_matmul_peak(args.runs, args.warmups)  # for the rows' % of the peak
     return res
 
 
@@ -171,8 +172,12 @@ def suite_rows(opts: H.SuiteOptions) -> list:
         for pair in pairs:
             for side in pair:
                 side["load_t"] = {"median": side["load"]}
+    from bench_transformer import forward_flops
+
+    shape = dict(n_embd=GPT2["n_embd"], n_layer=GPT2["n_layer"], vocab_size=GPT2["vocab_size"])
     rows = [row for b, w in zip(args.batches, works)
-            for row in H.ratio_rows(run, results, w, "GPT2LMHeadModel", f"forward_{b}", f"forward_{b}", 1.0)]
+            for row in H.ratio_rows(run, results, w, "GPT2LMHeadModel", f"forward_{b}", f"forward_{b}", 1.0,
+                                    forward_flops(shape, b, T))]
     rows += H.ratio_rows(run, results, works[-3], "GPT2LMHeadModel, its KV cache", "decode", "decode", 1.0)
     rows += H.ratio_rows(run, results, works[-2], "from_pretrained", "load_t", "load_t")
     budget = (N_PARAMS * 4 + max(args.batches) * T * GPT2["vocab_size"] * 4) / 2 ** 20

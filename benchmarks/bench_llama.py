@@ -53,7 +53,7 @@ QUICK = {"small": dict(SMALL, vocab_size=512, hidden_size=64, intermediate_size=
                       num_attention_heads=4, num_key_value_heads=2,
                       max_position_embeddings=64)}
 SHAPES = {"small": {"B": 8, "T": 256}, "100m": {"B": 1, "T": 1024}}
-SUITE = {"group": "llama", "about": "Llama-style small (forward and training step 8x256) and a ~100M HF "
+SUITE = {"order": 40, "group": "llama", "about": "Llama-style small (forward and training step 8x256) and a ~100M HF "
          "Llama (load, score 1x1024) vs transformers' LlamaForCausalLM"}
 
 
@@ -130,6 +130,7 @@ def seqprob_side(part: str, folder: Path, spec: dict, shape: dict, threads: int,
                 _, grads = model.loss_and_grads(ids)
                 opt.step(grads)
             out["train_step"] = H.timeit(step, runs, 2)
+        out["matmul"] = H.numpy_matmul_peak(runs, 2)  # for the rows' % of the peak
     out["peak_rss_mib"] = H.peak_rss_mib()
     out["blas"] = H.describe_blas()
     return out
@@ -181,6 +182,15 @@ def run_part(part: str, threads: list, runs: int, pairs: int, quick: bool, tmp: 
                   f"(spread {min(r):.2f} - {max(r):.2f})")
 
 
+def forward_flops(spec: dict, b: int, t: int) -> float:
+    """Matmul FLOPs of one forward: the projections (grouped k/v), the SwiGLU MLP, the full
+    T x T attention products and the unembedding."""
+    C, F, L, V = spec["hidden_size"], spec["intermediate_size"], spec["num_hidden_layers"], spec["vocab_size"]
+    kv = C * spec["num_key_value_heads"] // spec["num_attention_heads"]
+    per_token = L * (2 * C * C + 2 * C * kv + 3 * C * F) + C * V
+    return 2 * b * t * per_token + L * 2 * 2 * b * t * t * C
+
+
 def suite_part(opts: H.SuiteOptions, part: str) -> dict:
     """{threads: [(seqprob result, torch result), ...]} of one part; the torch child runs first
     (the seqprob child checks its log-probs against the torch side's)."""
@@ -212,10 +222,12 @@ def suite_rows(opts: H.SuiteOptions) -> list:
         return [H.make_row(opts, work, "LlamaForCausalLM", " ".join(map(str, opts.threads)), missing=missing)
                 for part in labels for work in labels[part]]
     small, big = suite_part(opts, "small"), suite_part(opts, "100m")
-    return [*H.ratio_rows(opts, small, labels["small"][0], "LlamaForCausalLM eager", "score", "score", 1.0),
+    specs = QUICK if opts.quick else {"small": SMALL, "100m": BIG}
+    fs, fb = forward_flops(specs["small"], sb, st), forward_flops(specs["100m"], bb, bt)
+    return [*H.ratio_rows(opts, small, labels["small"][0], "LlamaForCausalLM eager", "score", "score", 1.0, fs),
             *H.ratio_rows(opts, small, labels["small"][1], "LlamaForCausalLM + torch AdamW", "train_step",
-                          "train_step", 1.0),
-            *H.ratio_rows(opts, big, labels["100m"][0], "LlamaForCausalLM eager", "score", "score", 1.0),
+                          "train_step", 1.0, 3 * fs),
+            *H.ratio_rows(opts, big, labels["100m"][0], "LlamaForCausalLM eager", "score", "score", 1.0, fb),
             *H.ratio_rows(opts, big, labels["100m"][1], "from_pretrained (maps the file)", "load", "load")]
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _harness as H  # noqa: E402
 
-SUITE = {"group": "matmul", "about": "float32 GEMM 4096x768x3072, numpy's BLAS vs torch.mm"}
+SUITE = {"order": 10, "group": "matmul", "about": "float32 GEMM 4096x768x3072, numpy's BLAS vs torch.mm"}
 
 
 def seqprob_child(args) -> dict:

@@ -39,7 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # the kenlm Python module: the Python in $KENLM_PYTHON, else this one (benchmarks/README.md)
 KENLM_BIN = os.environ.get("KENLM_BIN") or os.path.dirname(shutil.which("lmplz") or "")
 KENLM_PY = os.environ.get("KENLM_PYTHON") or sys.executable
-SUITE = {"group": "ngram", "about": "order-5 modified Kneser-Ney, 1M words: query, ARPA read, .sqlm load, "
+SUITE = {"order": 60, "group": "ngram", "about": "order-5 modified Kneser-Ney, 1M words: query, ARPA read, .sqlm load, "
          "text -> ARPA vs KenLM (the kenlm module, lmplz, build_binary)"}
 THREADS = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _harness as H  # noqa: E402
 
 B, T, LR, N_BATCHES, CHECK_STEPS = 8, 256, 1e-3, 4, 3
-SUITE = {"group": "train", "about": 'config "small": one training step 8x256 (fwd + bwd + clip + '
+SUITE = {"order": 30, "group": "train", "about": 'config "small": one training step 8x256 (fwd + bwd + clip + '
          "AdamW) vs torch"}
 
 

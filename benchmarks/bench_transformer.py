@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _harness as H  # noqa: E402
 
 B, T, NEW = 8, 256, 256
-SUITE = {"group": "gpt-small", "about": 'config "small": forward 8x256 vs torch eager and SDPA, '
+SUITE = {"order": 20, "group": "gpt-small", "about": 'config "small": forward 8x256 vs torch eager and SDPA, '
          "cached decode +256 (batch 1), % of the GEMM peak"}
 
 

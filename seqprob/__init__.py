@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 #: Public submodules shown by dir(seqprob) besides __all__ (the private ones stay hidden).
-_SUBMODULES = ["plots", "gpt", "tokenizers", "truth", "sampling", "training", "optim", "registry",
+_SUBMODULES = ["plots", "gpt", "tokenizers", "truth", "sampling", "training", "optim", "registry", "hub",
                "protocols", "vocab", "checks", "table"]
 
 

@@ -11,8 +11,9 @@ Each model family joins the registry where its loader lives (``seqprob.ngram.arp
 * :func:`register_model_class` adds a model *class* by name, so that a checkpoint reader
   builds the class named in the file without importing the module that defines it.
 
-This module imports nothing of seqprob but :mod:`seqprob.errors`, so any family module can
-register itself with it; :func:`load_model` imports the built-in families lazily.
+This module imports nothing of seqprob but :mod:`seqprob.errors`, :mod:`seqprob._io` and
+:mod:`seqprob.hub` (names in the Hugging Face cache), so any family module can register
+itself with it; :func:`load_model` imports the built-in families lazily.
 
 Examples
 --------
@@ -31,9 +32,10 @@ from pathlib import Path
 from typing import Callable
 
 from ._io import as_path
+from . import hub
 from .errors import InputError, SeqProbFileError
 
-__all__ = ["ModelFormat", "register_model_format", "model_formats", "load_model",
+__all__ = ["ModelFormat", "register_model_format", "model_formats", "load_model", "local_or_cached",
            "register_model_class", "model_class", "class_name", "default_model", "default_model_dir"]
 
 #: Modules whose import registers a format or class (imported before any lookup).
@@ -137,7 +139,7 @@ def model_class(name: str) -> type:
                          "add it with seqprob.registry.register_model_class", value=name) from None
 
 
-def load_model(path=None):
+def load_model(path=None, revision: str | None = None):
     """Load the model stored at ``path``, whatever its format (see :func:`model_formats`).
 
     Parameters
@@ -146,8 +148,12 @@ def load_model(path=None):
         An ARPA file (``.arpa``, ``.arpa.gz``), a seqprob GPT checkpoint folder, a Hugging Face
         transformers folder (GPT-2, Llama, Mistral, Qwen2, GPT-NeoX), a grammar spec
         (``.json``/``.toml``), a binary n-gram file (``.sqlm``), or any format a user registered.
-        ``None`` or
-        ``"default"`` (when no such file exists): :func:`default_model`.
+        Or a Hugging Face model name ``"ORG/NAME"`` (e.g. ``"HuggingFaceTB/SmolLM2-135M"``),
+        found in the local Hugging Face cache (:func:`seqprob.hub.resolve`) when no local file
+        or folder has that name: a local path wins. ``None`` or ``"default"`` (when no such
+        file exists): :func:`default_model`.
+    revision : str, optional
+        With a model name: the branch, tag or commit hash of the snapshot (default ``"main"``).
 
     Returns
     -------
@@ -156,7 +162,8 @@ def load_model(path=None):
     Raises
     ------
     SeqProbFileError
-        ``path`` does not exist.
+        ``path`` does not exist (:class:`seqprob.hub.ModelNotCachedError` for a name that is
+        not in the cache, :class:`~seqprob.hub.RevisionNotCachedError` for a missing revision).
     InputError
         No registered format recognises ``path``; the message lists the formats.
 
@@ -173,9 +180,7 @@ def load_model(path=None):
     """
     if path is None or (str(path) == "default" and not os.path.exists("default")):
         return default_model()
-    p = as_path(path)
-    if not p.exists():
-        raise SeqProbFileError(f"model {str(p)!r} does not exist", path=str(p))
+    p = local_or_cached(path, revision)
     formats = model_formats()
     if p.name in _FOLDER_FILES:
         _refuse_part_of_folder(p, formats)
@@ -186,6 +191,22 @@ def load_model(path=None):
     known = "; ".join(f"{f.name}: {f.description}" for f in _FORMATS.values())
     raise InputError(f"cannot tell what kind of model {str(path)!r} is; known formats: {known}",
                      path=str(path))
+
+
+def local_or_cached(path, revision: str | None = None) -> Path:
+    """The local file or folder ``path``, else the Hugging Face cache's snapshot of the model
+    named ``path`` (``"ORG/NAME"``) at ``revision``."""
+    p = as_path(path)
+    if p.exists():
+        if revision is not None:
+            raise InputError(f"revision={revision!r} applies to Hugging Face model names, and "
+                             f"{str(path)!r} is a local path (a local path wins over the cache)",
+                             value=revision)
+        return p
+    if hub.is_hub_name(str(path)):
+        return hub.resolve(str(path), revision)
+    raise SeqProbFileError(f"model {str(p)!r} does not exist (neither a local path nor a Hugging "
+                           f"Face name ORG/NAME)", path=str(p))
 
 
 def _refuse_part_of_folder(path: Path, formats: list) -> None:

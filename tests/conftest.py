@@ -33,3 +33,15 @@ def _temporary_files_in_tmp_path(tmp_path, monkeypatch):
     """Whatever a test creates with :mod:`tempfile` (docstring examples call ``mkdtemp()``)
     lands in its own ``tmp_path``, which pytest removes: the suite leaves nothing in /tmp."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+
+@pytest.fixture(autouse=True)
+def _no_real_hugging_face_cache(tmp_path_factory, monkeypatch):
+    """No test reads or writes a real Hugging Face cache or reaches the hub: offline, and the
+    cache an empty folder of the test session (tests that build a cache point HF_HUB_CACHE at
+    their own)."""
+    empty = tmp_path_factory.getbasetemp() / "pytest-hf-home"
+    empty.mkdir(exist_ok=True)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(empty))
+    monkeypatch.setenv("HF_HUB_CACHE", str(empty / "hub"))

@@ -5,6 +5,7 @@ runs with no reference side installed and prints the machine header and a table.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -24,14 +25,13 @@ def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def suite():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import importlib
-
-        main = importlib.import_module("benchmarks.__main__")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return main
+    """benchmarks/__main__.py as a module (benchmarks/ is not an installed package)."""
+    saved = list(sys.path)
+    spec = importlib.util.spec_from_file_location("_benchmarks_main", ROOT / "benchmarks" / "__main__.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # puts benchmarks/ on sys.path for its _harness
+    yield module
+    sys.path[:] = saved
 
 
 def test_discovery_finds_the_row_groups_and_the_standalone_scripts(suite):
@@ -72,3 +72,49 @@ def test_quick_row_without_reference_prints_header_and_table(tmp_path):
     assert "python -m benchmarks --only matmul --quick" in row
     assert out.read_text() == done.stdout
     assert not list(tmp_path.glob(".table.md.*"))  # the temporary file was renamed
+
+
+def _opts(suite, tmp_path, threads=(1, 2)):
+    harness = sys.modules["_harness"]
+    return harness, harness.SuiteOptions(quick=False, threads=list(threads), runs=7, warmups=2, repeats=3,
+                                         reference_python=sys.executable, folder=tmp_path, group="g")
+
+
+def _side(seconds: float, rss: float = 100.0, gflops: float | None = None) -> dict:
+    side = {"t": {"median": seconds, "min": seconds, "max": seconds}, "peak_rss_mib": rss}
+    if gflops:
+        side["matmul"] = {"gflops": gflops}
+    return side
+
+
+def test_ratio_rows_give_met_missed_and_the_spread(suite, tmp_path):
+    harness, opts = _opts(suite, tmp_path)
+    results = {1: [(_side(1.0), _side(2.0)), (_side(1.0), _side(1.5)), (_side(1.0), _side(3.0))],
+               2: [(_side(1.0), _side(0.5)), (_side(1.0), _side(0.9)), (_side(1.0), _side(1.2))]}
+    one, two = harness.ratio_rows(opts, results, "work", "ref", "t", "t", min_ratio=1.0)
+    assert one["ratios"] == [2.0, 1.5, 3.0] and one["status"] == "met" and one["threads"] == 1
+    assert two["status"] == "MISSED" and sorted(two["ratios"]) == [0.5, 0.9, 1.2]
+    lines = suite.table([one, two])
+    assert "2.00x [1.50-3.00]" in lines[2] and "**MISSED**" in lines[3] and "0.90x [0.50-1.20]" in lines[3]
+
+
+def test_missing_reference_is_not_run_and_peak_rows_judge_seqprob_alone(suite, tmp_path):
+    harness, opts = _opts(suite, tmp_path, threads=(2,))
+    alone = {2: [(_side(0.5, gflops=100.0), None)] * 3}
+    row, = harness.ratio_rows(opts, alone, "work", "ref", "t", "t", min_ratio=1.0, reference_module="torch")
+    assert row["status"] == "not run (missing torch)" and row["reference_s"] is None
+    # 25 GFLOP in 0.5 s at a 100 GFLOP/s peak: 50%, under an 85% target at 2 threads
+    peak, = harness.ratio_rows(opts, alone, "work", "-", "t", "t", flops=25e9, min_peak=(85, {2}))
+    assert peak["peak_pct"] == [50.0] * 3 and peak["status"] == "MISSED" and not peak["ratios"]
+    met, = harness.ratio_rows(opts, alone, "work", "-", "t", "t", flops=45e9, min_peak=(85, {2}))
+    assert met["status"] == "met"
+
+
+def test_header_flags_a_shared_machine(suite, tmp_path):
+    harness, opts = _opts(suite, tmp_path)
+    machine = {"usable cores": 2, "cpu": "x"}
+    args = suite.parse(["--quick"])
+    quiet = suite.header(machine, (0.2, 0.2, 0.2), (0.9, 0.5, 0.3), args, opts)
+    busy = suite.header(machine, (0.2, 0.2, 0.2), (1.1, 0.5, 0.3), args, opts)
+    assert not any("shared machine" in line for line in quiet)
+    assert any("shared machine" in line for line in busy)

@@ -37,7 +37,8 @@ def test_every_name_of_a_documented_submodule_is_listed(module):
 
 def test_every_public_submodule_has_a_page():
     public = {"ngram", "gpt", "analysis", "plots", "sampling", "errors", "tokenizers", "truth", "scoring",
-              "registry", "functional", "protocols", "optim", "training", "vocab", "checks", "table", "base", "nn"}
+              "registry", "functional", "protocols", "optim", "training", "vocab", "checks", "table", "hub",
+              "base", "nn"}
     assert public <= {p.stem for p in API.glob("*.rst")}
     assert set(seqprob._SUBMODULES) <= public | {"gpt"}
 

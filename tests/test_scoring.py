@@ -216,9 +216,9 @@ def test_bad_inputs(table):
         sp.score({}, ["the cat"])
     with pytest.raises(InputError, match="empty"):
         sp.summarize(pd.DataFrame())
-    with pytest.raises(InputError, match="no BOS"):
+    with pytest.raises(InputError, match="neither a BOS nor an EOS"):
         vocab = sp.Vocab(["x", "y"], bos=None, eos=None, unk=None)
-        sp.score(sp.UniformModel(vocab), [[0, 1]])
+        sp.score(sp.UniformModel(vocab), [[0, 1]], eos=False)
     with pytest.raises(InputError, match="corpus"):
         sp.evaluate(table, ["", " "])
     with pytest.raises(InputError, match="got None"):
@@ -337,3 +337,28 @@ def test_any_positive_stride_is_ignored_by_a_model_without_a_context(stride):
     table = sp.JointTable().fit(LINES)
     plain = sp.score(table, ["the cat sat"], distribution=False)["logprob"]
     assert sp.score(table, ["the cat sat"], distribution=False, stride=stride)["logprob"].equals(plain)
+
+
+def test_a_model_without_bos_starts_from_its_eos():
+    """x_0 for a vocabulary without BOS (Qwen, GPT-NeoX style): its EOS, as lm-evaluation-
+    harness's rolling log-likelihood does; the first token is scored, and the table says so."""
+    vocab = sp.Vocab(["a", "b", "<|endoftext|>"], bos=None, eos="<|endoftext|>", unk=None)
+    model = sp.UniformModel(vocab)
+    df = sp.score(model, [[0, 1]], eos=False)
+    assert df["position"].tolist() == [1, 2]  # x_1 is scored
+    np.testing.assert_allclose(df["logprob"], np.log(1 / 3))
+    assert df.attrs["x0"] == {"model": "<|endoftext|>"} or list(df.attrs["x0"].values()) == ["<|endoftext|>"]
+    assert sp.joint_logprob(model, [0, 1], eos=False) == pytest.approx(2 * np.log(1 / 3))
+    assert sp.score(model, [[0, 1]], bos=False, eos=False)["position"].tolist() == [2]
+
+
+def test_the_user_names_x0():
+    vocab = sp.Vocab(["<s>", "a", "b", "<|endoftext|>"], bos="<s>", eos="<|endoftext|>", unk=None)
+    model = sp.UniformModel(vocab)
+    df = sp.score(model, [[1, 2]], bos="<|endoftext|>", eos=False)
+    assert list(df.attrs["x0"].values()) == ["<|endoftext|>"] and df["position"].tolist() == [1, 2]
+    assert list(sp.score(model, [[1, 2]], eos=False).attrs["x0"].values()) == ["<s>"]
+    with pytest.raises(InputError, match="not a token"):
+        sp.score(model, [[1, 2]], bos="<nope>")
+    with pytest.raises(InputError, match="bos must be"):
+        sp.score(model, [[1, 2]], bos=3)

@@ -33,7 +33,8 @@ from .. import nn
 
 Q_BLOCK = 128  # queries per block of the attention (the stage split aligns its row cuts to it)
 
-__all__ = ["block_forward", "block_backward", "make_workspace", "split_qkv", "norm_forward",
+__all__ = ["block_forward", "pre_attention", "post_attention", "block_backward", "make_workspace", "split_qkv",
+           "norm_forward",
            "norm_backward", "RowParams", "RowWorkspace", "block_step", "norm_row", "TrainBuffers"]
 
 
@@ -141,8 +142,47 @@ def block_forward(x, p, config, rope=None, ws=None, drop=None, kv=None, pos=0, p
     >>> y.shape == dx.shape == (1, 3, 16)
     True
     """
+    q, k, v, c_pre = pre_attention(x, p, config, rope, ws, pos, buffers)
+    y, c_a = _attend(q, k, v, config, ws, kv, pos, probs_out, buffers)
+    x, c_post = post_attention(x, y, p, config, ws, drop, buffers)
+    c_n1, c_qkv = c_pre
+    c_o, c_d1, c_n2, c_mlp, c_d2 = c_post
+    return x, (c_n1, (c_qkv, c_a, c_o), c_d1, c_n2, c_mlp, c_d2)
+
+
+def pre_attention(x, p, config, rope=None, ws=None, pos=0, buffers=None):
+    """The rows' part of a block before attention: norm_1, the fused QKV product and rotary
+    positions of x (B, T, C) at positions ``pos .. pos + T - 1``.
+
+    Every path runs this: :func:`block_forward` (training, inference, prefill) and the
+    stage split of one long sequence (:mod:`seqprob.gpt.stages`), which passes a workspace of
+    views of its rows. Returns q (B, H, T, hd), k, v (B, Hkv, T, hd) and the cache
+    (norm_1's, the product's) for :func:`block_backward`.
+    """
     h, c_n1 = norm_forward(x, p, "ln_1", config, _buf(ws, "h"), buffers=buffers)
-    a, c_att = _attention_forward(h, p, config, rope, ws, kv, pos, probs_out, buffers)
+    B, T = h.shape[:2]
+    w_qkv = p["attn.c_attn.w"]
+    qkv, c_qkv = nn.linear_forward(h, w_qkv, p.get("attn.c_attn.b"),
+                                   out=_take(ws, "qkv", buffers, "qkv", (B, T, w_qkv.shape[1])))
+    q, k, v = split_qkv(qkv, config.n_head, config.kv_heads)  # (B, H|Hkv, T, hd) views
+    if rope is not None:
+        cos, sin = rope[0][pos:pos + T], rope[1][pos:pos + T]  # (T, r)
+        q = nn.rotary_forward(q, cos, sin, out=_take(ws, "q", buffers, "q", q.shape))  # (B, H, T, hd)
+        k = nn.rotary_forward(k, cos, sin, out=_take(ws, "k", buffers, "k", k.shape))
+    return q, k, v, (c_n1, c_qkv)
+
+
+def post_attention(x, y, p, config, ws=None, drop=None, buffers=None):
+    """The rows' part of a block after attention: the output projection of the attention
+    values y (B, T, H hd), the residuals, norm_2 and the MLP, on x (B, T, C) in place.
+
+    Every path runs this after :func:`pre_attention` and the attention (see there). Returns x
+    and the cache (projection, dropout, norm_2, MLP, dropout) for :func:`block_backward`.
+    """
+    B, T = y.shape[:2]
+    w_o = p["attn.c_proj.w"]
+    a, c_o = nn.linear_forward(y, w_o, p.get("attn.c_proj.b"),
+                               out=_take(ws, "a", buffers, "a", (B, T, w_o.shape[1])))
     a, c_d1 = nn.dropout_forward(a, config.dropout, drop)
     if not config.parallel_residual:
         x += a
@@ -152,7 +192,7 @@ def block_forward(x, p, config, rope=None, ws=None, drop=None, kv=None, pos=0, p
     if config.parallel_residual:
         x += a
     x += m
-    return x, (c_n1, c_att, c_d1, c_n2, c_mlp, c_d2)
+    return x, (c_o, c_d1, c_n2, c_mlp, c_d2)
 
 
 def norm_forward(x, p, name: str, config, out=None, buffers=None):
@@ -178,32 +218,20 @@ def norm_forward(x, p, name: str, config, out=None, buffers=None):
                                  out=out, xhat_out=out)
 
 
-def _attention_forward(h, p, config, rope, ws, kv, pos, probs_out, buffers=None):
-    B, T = h.shape[:2]
-    H, Hkv = config.n_head, config.kv_heads
-    w_qkv = p["attn.c_attn.w"]
-    qkv, c_qkv = nn.linear_forward(h, w_qkv, p.get("attn.c_attn.b"),
-                                   out=_take(ws, "qkv", buffers, "qkv", (B, T, w_qkv.shape[1])))
-    q, k, v = split_qkv(qkv, H, Hkv)  # (B, H|Hkv, T, hd) views
-    if rope is not None:
-        cos, sin = rope[0][pos:pos + T], rope[1][pos:pos + T]  # (T, r)
-        q = nn.rotary_forward(q, cos, sin, out=_take(ws, "q", buffers, "q", q.shape))  # (B, H, T, hd)
-        k = nn.rotary_forward(k, cos, sin, out=_take(ws, "k", buffers, "k", k.shape))
+def _attend(q, k, v, config, ws, kv, pos, probs_out, buffers=None):
+    """Causal attention of q over k, v (through the key/value cache ``kv`` when given):
+    the values y (B, T, H hd) and the cache of :func:`~seqprob.nn.grouped_attention_forward`."""
+    B, H, T = q.shape[:3]
     if kv is not None:
         K, V = kv  # (Hkv, block, hd)
         K[:, pos:pos + T], V[:, pos:pos + T] = k[0], v[0]
         k, v = K[None, :, :pos + T], V[None, :, :pos + T]  # (1, Hkv, P, hd)
     if ws is not None and probs_out is None:  # inference: no probabilities, no (B, H, T, T) array
-        y, c_a = nn.causal_attention_inference(q, k, v, out=ws["y"], q_block=Q_BLOCK), None
-    else:
-        if probs_out is None and buffers is not None and kv is None:
-            probs_out = buffers("probs", (B, H, T, T))
-        y, c_a = nn.grouped_attention_forward(q, k, v, out=_take(ws, "y", buffers, "y", (B, T, q.shape[-1] * H)),
-                                              probs_out=probs_out, q_block=Q_BLOCK)
-    w_o = p["attn.c_proj.w"]
-    o, c_o = nn.linear_forward(y, w_o, p.get("attn.c_proj.b"),
-                               out=_take(ws, "a", buffers, "a", (B, T, w_o.shape[1])))
-    return o, (c_qkv, c_a, c_o)
+        return nn.causal_attention_inference(q, k, v, out=ws["y"], q_block=Q_BLOCK), None
+    if probs_out is None and buffers is not None and kv is None:
+        probs_out = buffers("probs", (B, H, T, T))
+    return nn.grouped_attention_forward(q, k, v, out=_take(ws, "y", buffers, "y", (B, T, q.shape[-1] * H)),
+                                        probs_out=probs_out, q_block=Q_BLOCK)
 
 
 def _mlp_forward(h, p, config, ws, buffers=None):

@@ -224,6 +224,15 @@ def config_from_hf(hf: dict, dtype: str = "float32") -> GPTConfig:
 
 
 # ----------------------------------------------------------------------------- files
+def _files_root(folder: Path) -> Path:
+    """Where the files of a model folder may live once symlinks are followed: the folder
+    itself, or for a snapshot of the Hugging Face cache (``models--ORG--NAME/snapshots/<commit>``,
+    whose files are symlinks into ``../../blobs``) its repository folder."""
+    if folder.parent.name == "snapshots" and (folder.parent.parent / "blobs").is_dir():
+        return folder.parent.parent.resolve()
+    return folder.resolve()
+
+
 def _shard_path(folder: Path, name) -> Path:
     """A shard file named in the index, which must resolve to a file inside ``folder``."""
     index = folder / "model.safetensors.index.json"
@@ -232,7 +241,8 @@ def _shard_path(folder: Path, name) -> Path:
                               "paths inside the model folder", path=str(index), shard=name)
     try:
         path = (folder / name).resolve()
-        inside = path.is_relative_to(folder.resolve())
+        inside = Path(os.path.normpath(folder / name)).is_relative_to(os.path.normpath(folder)) \
+            and path.is_relative_to(_files_root(folder))
         is_file = inside and path.is_file()  # nothing outside the folder is even looked at
     except OSError as exc:  # e.g. a name past the file system's length limit
         raise CheckpointError(f"{str(index)!r} names a shard {name[:60]!r} that cannot be opened: "
@@ -469,7 +479,7 @@ def _params(kind: str, tensors: dict, where: dict, config, hf: dict, dest: dict,
     return out
 
 
-def from_hf(path, dtype: str = "float32", tokenizer=None, cls=None):
+def from_hf(path, dtype: str = "float32", tokenizer=None, cls=None, revision: str | None = None):
     """Build a :class:`~seqprob.gpt.GPT` from a Hugging Face checkpoint folder.
 
     Parameters
@@ -484,6 +494,9 @@ def from_hf(path, dtype: str = "float32", tokenizer=None, cls=None):
         reproduces HF's float64 logits to 1e-9).
     tokenizer : Tokenizer, optional
         E.g. ``TiktokenTokenizer("gpt2")``; its vocabulary must have ``vocab_size`` tokens.
+    revision : str, optional
+        When ``path`` is a Hugging Face model name (``"ORG/NAME"``, looked up in the local
+        Hugging Face cache if no local path has that name): the branch, tag or commit hash.
 
     Returns
     -------
@@ -499,12 +512,13 @@ def from_hf(path, dtype: str = "float32", tokenizer=None, cls=None):
     SeqProbFileError
         No such folder, or no weights file.
     """
-    from ..registry import model_class
+    from ..registry import local_or_cached, model_class
 
     cls = cls or model_class("GPT")
     if dtype not in ("float32", "float64"):
         raise InputError(f"dtype must be 'float32' or 'float64', got {dtype!r}", value=dtype)
     path = as_path(path)
+    path = local_or_cached(path, revision)
     folder = path.parent if path.is_file() else path
     if not folder.is_dir():
         raise SeqProbFileError(f"no such checkpoint folder {str(path)!r}", path=str(path))

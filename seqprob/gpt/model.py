@@ -187,8 +187,9 @@ class GPT(BaseLanguageModel):
         return self
 
     @classmethod
-    def from_hf(cls, path, dtype: str = "float32", tokenizer=None) -> "GPT":
-        """A GPT-2 from a Hugging Face checkpoint folder (``config.json`` + ``model.safetensors``).
+    def from_hf(cls, path, dtype: str = "float32", tokenizer=None, revision: str | None = None) -> "GPT":
+        """A GPT from a Hugging Face checkpoint folder (``config.json`` + ``*.safetensors``) or
+        a model name (``"ORG/NAME"``) in the local Hugging Face cache, at ``revision``.
 
         See :func:`seqprob.gpt.hf.from_hf` for the details and errors.
 
@@ -201,7 +202,7 @@ class GPT(BaseLanguageModel):
             sp.score(gpt2, ["Hello world"])
         """
         from .hf import from_hf
-        return from_hf(path, dtype=dtype, tokenizer=tokenizer, cls=cls)
+        return from_hf(path, dtype=dtype, tokenizer=tokenizer, cls=cls, revision=revision)
 
     def save(self, path, optimizer=None, extra: dict | None = None):
         """Write a checkpoint folder atomically (see :func:`seqprob.gpt.checkpoint.save_checkpoint`).

@@ -5,9 +5,10 @@ A batch of several sequences is split by sequence (:meth:`GPT._sharded`); one se
 the whole forward on its share, with BLAS on one thread, and waits at a barrier only where
 rows need other rows:
 
-- row stages (each thread its contiguous range of positions): norm, QKV GEMM and rotary;
-  after attention: output projection, residual, norm, MLP, residual; after the last block
-  ln_f and the caller's unembedding of those rows;
+- row stages (each thread its contiguous range of positions): the block's own
+  :func:`~seqprob.gpt.block.pre_attention` (norm, QKV GEMM, rotary) and, after attention,
+  :func:`~seqprob.gpt.block.post_attention` (output projection, residual, norm, MLP,
+  residual) on views of those rows; after the last block ln_f and the caller's unembedding;
 - attention (after a barrier, since a query reads the keys of earlier rows): split over
   key/value head groups when there are at least as many as threads, else over query rows
   (ranges of equal causal cost, aligned to the attention's query blocks), then a barrier.
@@ -27,7 +28,7 @@ import math
 import threading
 
 from .. import _parallel, nn
-from .block import Q_BLOCK, _mlp_forward, norm_forward, split_qkv
+from .block import Q_BLOCK, norm_forward, post_attention, pre_attention, split_qkv
 
 __all__ = ["hidden_by_stages"]
 
@@ -80,31 +81,24 @@ def _thread_forward(model, x, ws, rows, part, barrier, head) -> None:
         head(h.reshape(hi - lo, -1), lo, hi)
 
 
+def _row_views(ws, lo, hi) -> dict:
+    """The workspace's buffers restricted to rows [lo, hi): (1, t, ...) views, and the
+    (1, H, t, hd) views of the rotated q and k."""
+    rows = {name: ws[name][:, lo:hi] for name in ("h", "qkv", "y", "a", "u", "t")}
+    rows.update(q=ws["q"][:, :, lo:hi], k=ws["k"][:, :, lo:hi])
+    return rows
+
+
 def _rows_before_attention(model, x, ws, p, lo, hi) -> None:
-    """norm_1, the QKV GEMM and rotary of rows [lo, hi) (as block._attention_forward)."""
-    cfg = model.config
-    h = norm_forward(x[:, lo:hi], p, "ln_1", cfg, ws["h"][:, lo:hi])[0]  # (1, t, C)
-    qkv = nn.linear_forward(h, p["attn.c_attn.w"], p.get("attn.c_attn.b"), out=ws["qkv"][:, lo:hi])[0]
-    if model._rope is not None:
-        q, k, _ = split_qkv(qkv, cfg.n_head, cfg.kv_heads)  # (1, H|Hkv, t, hd) views
-        cos, sin = model._rope[0][lo:hi], model._rope[1][lo:hi]  # (t, r)
-        nn.rotary_forward(q, cos, sin, out=ws["q"][:, :, lo:hi])
-        nn.rotary_forward(k, cos, sin, out=ws["k"][:, :, lo:hi])
+    """:func:`~seqprob.gpt.block.pre_attention` of rows [lo, hi): norm_1, QKV and rotary."""
+    pre_attention(x[:, lo:hi], p, model.config, model._rope, _row_views(ws, lo, hi), pos=lo)
 
 
 def _rows_after_attention(model, x, ws, p, lo, hi) -> None:
-    """Output projection, residuals, norm_2 and MLP of rows [lo, hi) (as block_forward)."""
-    cfg = model.config
-    xr = x[:, lo:hi]  # (1, t, C)
-    a = nn.linear_forward(ws["y"][:, lo:hi], p["attn.c_proj.w"], p.get("attn.c_proj.b"),
-                          out=ws["a"][:, lo:hi])[0]
-    if not cfg.parallel_residual:
-        xr += a
-    h = norm_forward(xr, p, "ln_2", cfg, ws["h"][:, lo:hi])[0]
-    m = _mlp_forward(h, p, cfg, {name: ws[name][:, lo:hi] for name in ("u", "t", "h")})[0]
-    if cfg.parallel_residual:
-        xr += a
-    xr += m
+    """:func:`~seqprob.gpt.block.post_attention` of rows [lo, hi): output projection,
+    residuals, norm_2 and MLP."""
+    rows = _row_views(ws, lo, hi)
+    post_attention(x[:, lo:hi], rows["y"], p, model.config, rows)
 
 
 def _attention_part(model, ws, part) -> None:

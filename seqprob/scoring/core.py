@@ -21,7 +21,7 @@ from ..functional import LN2, target_stats
 from ..protocols import StreamingScorer, model_tokenizer
 from ..vocab import Vocab, check_ids
 
-__all__ = ["Encoded", "encode_for_model", "resolve_tokenizer", "check_model", "check_models", "as_items",
+__all__ = ["Encoded", "encode_for_model", "start_id", "x0_id", "resolve_tokenizer", "check_model", "check_models", "as_items",
            "score_batched", "row_stats", "stream_stats", "check_logprobs", "MAX_LOGPROB", "context_size",
            "token_byte_spans", "SPACE_BYTES", "encode_with_context", "drop_context"]
 
@@ -142,7 +142,42 @@ def _remap(tok_ids: list, tok_vocab: Vocab, model_vocab: Vocab):
     return ids, oov, impossible
 
 
+def start_id(vocab: Vocab) -> int:
+    """The id of x_0, the token every sequence starts from: the vocabulary's BOS, else its EOS
+    (a model trained without a BOS token sees documents separated by EOS, so EOS is the
+    context a document starts after: lm-evaluation-harness's rolling log-likelihood does the
+    same), else an :class:`InputError`.
+
+    Examples
+    --------
+    >>> from seqprob.vocab import Vocab
+    >>> start_id(Vocab(["<unk>", "<s>", "</s>", "a"])), start_id(Vocab(["a", "<|end|>"], bos=None, eos="<|end|>", unk=None))
+    (1, 1)
+    """
+    if vocab.bos_id is not None:
+        return vocab.bos_id
+    if vocab.eos_id is not None:
+        return vocab.eos_id
+    raise InputError("the model's vocabulary has neither a BOS nor an EOS token to start from: pass "
+                     "bos=False (the first token is then context only)", role="bos")
+
+
+def x0_id(vocab: Vocab, bos=True) -> int:
+    """The id of x_0 for ``bos``: True is :func:`start_id` (the model's own), a string names
+    the token to start from (e.g. ``"<|endoftext|>"``), which must be in the vocabulary."""
+    if isinstance(bos, str):
+        if bos not in vocab:
+            raise InputError(f"bos={bos!r} is not a token of the model's vocabulary (bos is True, "
+                             f"False, or the token to use as x_0)", value=bos)
+        return vocab.id(bos)
+    if not isinstance(bos, (bool, np.bool_)):
+        raise InputError(f"bos must be True, False or a token string, got {bos!r}", value=bos)
+    return start_id(vocab)
+
+
 def _special(vocab: Vocab, role: str) -> int:
+    if role == "bos":
+        return start_id(vocab)
     idx = getattr(vocab, f"{role}_id")
     if idx is None:
         flag = "bos" if role == "bos" else "eos"
@@ -177,7 +212,7 @@ def encode_for_model(model, item, tokenizer=None, bos: bool = True, eos: bool = 
         oov = ids == (-1 if vocab.unk_id is None else vocab.unk_id)
         impossible = np.zeros(len(ids), dtype=bool)
     if bos:
-        ids = np.concatenate([[_special(vocab, "bos")], ids])
+        ids = np.concatenate([[x0_id(vocab, bos)], ids])
     else:
         tokens, oov, impossible = tokens[1:], oov[1:], impossible[1:]
     if eos:

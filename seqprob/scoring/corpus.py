@@ -8,6 +8,7 @@ of its partitions and gets the same figures as the whole.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -205,7 +206,7 @@ def _stream_lines(lines):
 
 
 def _warn_unnormalized(model) -> None:
-    if not is_normalized(model):
+    if model is not None and not is_normalized(model):
         warnings.warn(f"{type(model).__name__} scores are not a normalized distribution: its "
                       "perplexity is not comparable with a real model's", UserWarning, stacklevel=3)
 
@@ -315,17 +316,23 @@ def stride_sweep(model, texts, strides, tokenizer=None, bos_per_window: bool = F
     return pd.DataFrame(rows, columns=["stride", "perplexity", "bits_per_token", "n_tokens", "context_size"])
 
 
-def evaluate_dask(model, paths_or_bag, tokenizer=None, bos: bool = True, eos: bool = True) -> Evaluation:
+def evaluate_dask(model, paths_or_bag, tokenizer=None, bos: bool = True, eos: bool = True,
+                  revision: str | None = None) -> Evaluation:
     """:func:`seqprob.evaluate` of a corpus split in Dask partitions (sum of per-partition sums).
 
     Parameters
     ----------
-    model : LanguageModel
-        It must pickle (it travels to every worker; with a distributed cluster, fit it first).
+    model : LanguageModel, or str
+        A model object must pickle (it travels to every worker; with a distributed cluster,
+        fit it first). A name instead (a Hugging Face ``"ORG/NAME"`` or a path, anything
+        :func:`seqprob.load_model` takes) travels as the name and ``revision``: each worker
+        loads the model once from its own cache or disk, and no weights are shipped.
     paths_or_bag : dask.bag.Bag of str, or list of paths
         The sentences, one per line, as in :meth:`~seqprob.ngram.NGramModel.fit_dask`.
     tokenizer, bos, eos
         As in :func:`seqprob.evaluate`.
+    revision : str, optional
+        With a model name: the branch, tag or commit of the cached snapshot.
 
     Returns
     -------
@@ -357,10 +364,28 @@ def evaluate_dask(model, paths_or_bag, tokenizer=None, bos: bool = True, eos: bo
 
     from ..ngram._dask import guarded, partitions, shared
 
-    model_key, tok_key = shared(model), shared(tokenizer)  # sent once per worker, not per task
-    tasks = [dask.delayed(guarded)(i, _partition_sums, p, model_key, tok_key, bos, eos)
+    named = isinstance(model, (str, os.PathLike))
+    if not named and revision is not None:
+        raise InputError("revision= applies to a model given by name", value=revision)
+    fn = _named_partition_sums if named else _partition_sums
+    model_key = (os.fspath(model), revision) if named else shared(model)  # sent once per worker
+    tok_key = shared(tokenizer)
+    tasks = [dask.delayed(guarded)(i, fn, p, model_key, tok_key, bos, eos)
              for i, p in enumerate(partitions(paths_or_bag))]
-    return _evaluation(model, _add(dask.compute(*tasks)), eos)
+    return _evaluation(None if named else model, _add(dask.compute(*tasks)), eos)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_named(name: str, revision: str | None):
+    """The model of a name, loaded once per worker process."""
+    from ..registry import load_model
+
+    return load_model(name, revision=revision)
+
+
+def _named_partition_sums(part, named: tuple, tokenizer, bos: bool, eos: bool) -> dict:
+    """:func:`_partition_sums` with the model loaded on the worker from its (name, revision)."""
+    return _partition_sums(part, _load_named(*named), tokenizer, bos, eos)
 
 
 def _partition_sums(part, model, tokenizer, bos: bool, eos: bool) -> dict:

@@ -13,7 +13,7 @@ from ..errors import InputError
 from ..functional import LN2, LN10
 from ..vocab import Vocab
 from .core import (as_items, check_models, drop_context, encode_for_model, encode_with_context,
-                   score_batched)
+                   score_batched, x0_id)
 from .windows import score_windowed
 
 __all__ = ["score", "summarize", "joint_logprob"]
@@ -33,9 +33,11 @@ def score(models, texts_or_ids, tokenizer=None, bos: bool = True, eos: bool = Tr
         Turns texts into tokens; defaults to each model's own ``.tokenizer``. When the
         model's vocabulary differs, tokens are matched by their strings (unknown -> ``<unk>``,
         or probability 0 when the model has no ``<unk>``).
-    bos : bool
-        Prepend x_0 = ``<s>`` so the first real token gets P(x_1 | x_0). With ``bos=False`` the
-        first token is only context and is not scored.
+    bos : bool or str
+        Prepend x_0 so the first real token gets P(x_1 | x_0): True uses the model's own start
+        token (its BOS, else its EOS: :func:`seqprob.scoring.core.start_id`), a string names the
+        token to start from (e.g. ``"<|endoftext|>"``). With ``bos=False`` the first token is
+        only context and is not scored. ``df.attrs["x0"]`` records the token per model.
     eos : bool
         Also score P(``</s>`` | sentence) (KenLM's convention: a distribution over sentences).
     distribution : bool
@@ -89,6 +91,9 @@ def score(models, texts_or_ids, tokenizer=None, bos: bool = True, eos: bool = Tr
     df = pd.concat(frames, ignore_index=True)
     df.attrs["texts"] = [item if isinstance(item, str) else None for item in items]
     df.attrs["bos"], df.attrs["eos"] = bos, eos
+    # which token each model's x_0 was (its BOS, or its EOS where it has no BOS)
+    df.attrs["x0"] = {name: model.vocab.tokens[x0_id(model.vocab, bos)] if bos else None
+                      for name, model in models.items()}
     return df
 
 

@@ -11,7 +11,7 @@ import sys
 from ...errors import InputError
 from ..tables import fit_table
 from ._files import check_input_file, check_output_file, refuse_overwriting_inputs  # noqa: F401
-from ._loading import MODEL_HELP, TOKENIZER_HELP, load_model, progress_wanted, resolve_tokenizer  # noqa: F401
+from ._loading import MODEL_HELP, REVISION_HELP, TOKENIZER_HELP, load_model, progress_wanted, resolve_tokenizer  # noqa: F401
 
 FORMATS = ("table", "csv", "json")
 
@@ -63,7 +63,8 @@ def add_format_option(parser) -> None:
 
 def add_model_options(parser) -> None:
     """``--model``, ``--tokenizer`` and ``--no-progress``, shared by every command that uses a model."""
-    parser.add_argument("--model", metavar="PATH", help=MODEL_HELP)
+    parser.add_argument("--model", metavar="PATH|ORG/NAME", help=MODEL_HELP)
+    parser.add_argument("--revision", metavar="REV", help=REVISION_HELP)
     parser.add_argument("--tokenizer", metavar="PATH|FOLDER|word|char|NAME", help=TOKENIZER_HELP)
     add_progress_option(parser)
 

@@ -9,13 +9,16 @@ from pathlib import Path
 from ...errors import InputError, SeqProbFileError, UnknownTokenizerError
 from ...protocols import model_tokenizer
 
-__all__ = ["MODEL_HELP", "TOKENIZER_HELP", "check_model_path", "load_model", "resolve_tokenizer", "progress_wanted",
+__all__ = ["MODEL_HELP", "REVISION_HELP", "TOKENIZER_HELP", "check_model_path", "load_model", "resolve_tokenizer", "progress_wanted",
            "stage"]
 
 MODEL_HELP = ("a model file or folder on this machine: an ARPA file (.arpa, .arpa.gz), a binary n-gram "
               "file (.sqlm), a folder written by 'seqprob train', a Hugging Face transformers folder "
-              "(config.json + model.safetensors) or a grammar spec (.json, .toml); default: the "
-              "shipped GPT trained on the toy language. Nothing is downloaded")
+              "(config.json + model.safetensors) or a grammar spec (.json, .toml); or a Hugging Face "
+              "model name ORG/NAME found in the local Hugging Face cache (a local path of that name "
+              "wins); default: the shipped GPT trained on the toy language. Nothing is downloaded")
+REVISION_HELP = ("with a Hugging Face model name: the branch, tag or commit hash of the cached "
+                 "snapshot (default: main)")
 TOKENIZER_HELP = ("PATH (a tokenizer file saved by seqprob, a .tiktoken file or a Hugging Face "
                   "tokenizer.json), FOLDER (a model folder: its tokenizer.json), 'word' or 'char' "
                   "(split into words / characters), or NAME (a tiktoken encoding such as gpt2 or "
@@ -66,23 +69,36 @@ def _no_such_model(path: str) -> str:
         message += (f". {path!r} looks like a kind of n-gram model: fit one first, e.g. 'seqprob ngram "
                     f"fit CORPUS -o model.arpa --smoothing mkn', then pass --model model.arpa")
     elif name.startswith(("gpt", "llama", "qwen", "pythia")) or "/" in path and not os.path.isabs(path):
-        message += (". For a Hugging Face model, download its folder (config.json and "
-                    "model.safetensors) yourself and pass the folder")
+        message += (". A Hugging Face model is named ORG/NAME (found in the local Hugging Face "
+                    "cache), or given as its downloaded folder (config.json and model.safetensors)")
     return message
 
 
-def check_model_path(path) -> None:
+def check_model_path(path, revision: str | None = None) -> None:
     """SeqProbFileError saying what ``--model`` takes when ``path`` does not exist (None: the
-    default model)."""
+    default model); a Hugging Face name must be in the local cache (at ``revision``)."""
+    from ...hub import is_hub_name, resolve
+
+    if path is not None and is_hub_name(str(path)) and not Path(path).exists():
+        resolve(str(path), revision)
+        return
     if path is not None and not Path(path).exists() and str(path) != "default":
         raise SeqProbFileError(_no_such_model(str(path)), path=str(path))
 
 
-def load_model(path, progress: bool = False, command: str = ""):
-    """``--model``: whatever ``path`` is (see :func:`seqprob.load_model`), the default model
-    without one; an ARPA file shows its reading progress when ``progress``."""
+def load_model(path, progress: bool = False, command: str = "", revision: str | None = None):
+    """``--model``: whatever ``path`` is (see :func:`seqprob.load_model`: a local path, or a
+    Hugging Face name in the local cache at ``revision``), the default model without one; an
+    ARPA file shows its reading progress when ``progress``."""
+    from ...hub import is_hub_name
     from ...registry import load_model as load, model_formats
 
+    if path is not None and is_hub_name(str(path)) and not Path(path).exists():
+        with stage(command, f"loading model {str(path)!r} from the Hugging Face cache", progress):
+            return load(path, revision=revision)
+    if revision is not None:
+        raise InputError(f"--revision {revision} applies to a Hugging Face model name (ORG/NAME) "
+                         f"given to --model, not to {str(path or 'the default model')!r}", value=revision)
     check_model_path(path)
     if path is None or not Path(path).exists():
         return load(path)

@@ -83,7 +83,7 @@ def run_compress(args) -> int:
         raise InputError(f"INPUT {args.input!r} is empty: nothing to compress", path=args.input)
     size = len(text.encode("utf-8"))
     text = text[:-1] if text.endswith("\n") else text  # a final newline ends the last line
-    model = load_model(args.model, progress_wanted(args), "compress")
+    model = load_model(args.model, progress_wanted(args), "compress", args.revision)
     tok = load_tokenizer_arg(args.tokenizer, model)
     data = compress(model, text, tokenizer=tok)
     with atomic_write(args.output, mode="wb") as handle:
@@ -116,7 +116,7 @@ def run_decompress(args) -> int:
     from ...scoring import decompress
 
     _checks(args, compressing=False)
-    model = load_model(args.model, progress_wanted(args), "decompress")
+    model = load_model(args.model, progress_wanted(args), "decompress", args.revision)
     tok = load_tokenizer_arg(args.tokenizer, model)
     text = decompress(model, _read(args.input, binary=True), tokenizer=tok) + "\n"
     if args.output is None:

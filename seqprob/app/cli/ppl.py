@@ -61,7 +61,7 @@ def run(args) -> int:
 
     test = _test_corpus(args.test)
     progress = progress_wanted(args)
-    model = load_model(args.model, progress, "ppl")
+    model = load_model(args.model, progress, "ppl", args.revision)
     tok = load_tokenizer_arg(args.tokenizer, model)
     # evaluate streams a path (n-gram models: a few MB at a time); the per-sentence table and
     # the bootstrap need the lines themselves

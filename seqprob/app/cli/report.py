@@ -6,7 +6,7 @@ import sys
 from ...errors import InputError
 from ._common import (MODEL_HELP, add_progress_option, check_input_file, did_you_mean, load_model, progress_wanted,
                       seed_int)
-from ._loading import check_model_path
+from ._loading import REVISION_HELP, check_model_path
 
 
 def register(sub) -> None:
@@ -17,7 +17,8 @@ def register(sub) -> None:
                     "embeddings and calibration. Writes NAME.png and NAME.svg per figure and report.html "
                     "(figures embedded, tables, settings) to --out.")
     p.add_argument("--out", required=True, help="output folder (created if needed)")
-    p.add_argument("--model", metavar="PATH", help=MODEL_HELP)
+    p.add_argument("--model", metavar="PATH|ORG/NAME", help=MODEL_HELP)
+    p.add_argument("--revision", metavar="REV", help=REVISION_HELP)
     p.add_argument("--corpus", help="text file, one sentence per line (default: samples of the toy language); "
                                     "without --model, a small GPT is then trained on it")
     p.add_argument("--quick", action="store_true", help="small sizes: a report in seconds")
@@ -50,9 +51,9 @@ def run(args) -> int:
 
     _check_sections(args.only)  # every check before the folder is created
     check_input_file(args.corpus, "--corpus")
-    check_model_path(args.model)
+    check_model_path(args.model, args.revision)
     ensure_writable_dir(args.out)  # fail before loading anything
-    model = load_model(args.model, progress_wanted(args), "report") if args.model else None
+    model = load_model(args.model, progress_wanted(args), "report", args.revision) if args.model else None
     path = build_report(args.out, model=model, corpus=args.corpus, quick=args.quick, seed=args.seed,
                         model_name=args.model, only=args.only,
                         progress=None if args.no_progress else _progress)

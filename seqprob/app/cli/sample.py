@@ -29,7 +29,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from ...sampling import sample
 
-    model = load_model(args.model, progress_wanted(args), "sample")
+    model = load_model(args.model, progress_wanted(args), "sample", args.revision)
     tok = load_tokenizer_arg(args.tokenizer, model)
     texts = sample(model, args.prompt, tokenizer=tok, max_new_tokens=args.max_new_tokens,
                    temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,

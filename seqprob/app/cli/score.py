@@ -21,6 +21,8 @@ def register(sub) -> None:
     p.add_argument("--file", help="also score each line of FILE ('-' = stdin)")
     add_model_options(p)
     p.add_argument("--no-bos", action="store_true", help="do not prepend <s> (first token unscored)")
+    p.add_argument("--bos-token", metavar="TOKEN",
+                   help="the token to start every text from (x_0); default: the model's BOS, else its EOS")
     p.add_argument("--no-eos", action="store_true", help="do not score </s> at the end")
     p.add_argument("--no-distribution", action="store_true",
                    help="skip entropy_bits and rank (no full next-token rows: for huge vocabularies)")
@@ -38,11 +40,11 @@ def run(args) -> int:
     from ...scoring import score, summarize
 
     texts = read_texts(args.texts, args.file)
-    model = load_model(args.model, progress_wanted(args), "score")
+    model = load_model(args.model, progress_wanted(args), "score", args.revision)
     tok = load_tokenizer_arg(args.tokenizer, model)
     shown = not (args.no_distribution or args.summary)  # the summary shows no entropy or rank
     df = score({args.model or "default": model}, texts, tokenizer=tok,
-               bos=not args.no_bos, eos=not args.no_eos, distribution=shown,
+               bos=False if args.no_bos else (args.bos_token or True), eos=not args.no_eos, distribution=shown,
                context=args.context, stride=args.stride, bos_per_window=args.bos_per_window)
     warn_unknown(int(df["is_oov"].sum()), len(df), model, default=args.model is None)
     drop = _droppable(df, TOKEN_DROP)

@@ -18,6 +18,7 @@ import numpy as np
 
 from ...errors import InputError, SeqProbError
 from ...functional import LN2
+from ...scoring.core import start_id
 
 __all__ = ["ApiError", "Explorer", "dumps", "ARGMAX_TEMPERATURE", "MAX_BYTES", "MAX_TOKENS", "TOP"]
 
@@ -347,7 +348,7 @@ class Explorer:
     # ------------------------------------------------------------------ next token
     def _next_row(self, served, text: str) -> tuple:
         """x_0 .. x_t of the text and the (V,) row log P(next | text) a sampler draws from."""
-        ids = [served.model.vocab.bos_id, *self._ids(served, text)]
+        ids = [start_id(served.model.vocab), *self._ids(served, text)]
         with served.lock:
             row = np.array(served.model.start(np.asarray(ids, dtype=np.int64)).logprobs, dtype=np.float64)
         served.model.vocab.mask_never_predicted(row, -np.inf)  # as generate() does: <s> is never next
@@ -378,7 +379,7 @@ class Explorer:
         from ...sampling import generate
 
         served = self.model(model)
-        ids = [served.model.vocab.bos_id, *self._ids(served, text)]
+        ids = [start_id(served.model.vocab), *self._ids(served, text)]
         with served.lock:
             token = generate(served.model, ids, max_new_tokens=1, temperature=temperature or ARGMAX_TEMPERATURE,
                              top_k=top_k, top_p=top_p, seed=seed, stop_at_eos=False)[0]

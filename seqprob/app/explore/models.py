@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ...errors import InputError
 from ...protocols import Inspectable, model_tokenizer
+from ...scoring.core import start_id
 
 __all__ = ["ServedModel", "serve_model", "load_served", "model_kind", "NAME_PATTERN", "TOY_ENGLISH"]
 
@@ -127,9 +128,7 @@ def serve_model(name: str, model, tokenizer=None) -> ServedModel:
     if tok is None:
         raise InputError(f"model {name!r} ({type(model).__name__}) has no tokenizer of its own: "
                          "the explorer needs one to read typed text", model=name)
-    if model.vocab.bos_id is None:
-        raise InputError(f"model {name!r} has no <s> in its vocabulary: the explorer scores every "
-                         "token from x_0 = <s>", model=name)
+    start_id(model.vocab)  # x_0: its BOS, else its EOS; neither: a named error
     return ServedModel(name, model, tok)
 
 
