@@ -43,3 +43,11 @@ def test_every_relative_link_resolves():
     assert local
     missing = [link for link in local if not (ROOT / link.split("#")[0]).exists()]
     assert not missing, missing
+
+
+def test_the_pictures_are_small():
+    """The front door's pictures stay under 200 kB each (a clone downloads them all)."""
+    pictures = re.findall(r"!\[[^\]]*\]\(([^)\s]+\.png)\)", README)
+    assert pictures
+    big = {p: (ROOT / p).stat().st_size for p in pictures if (ROOT / p).stat().st_size >= 200_000}
+    assert not big, big
