@@ -27,6 +27,18 @@ def test_one_version_from_pyproject():
     assert seqprob.__version__ == PROJECT["version"]
 
 
+def test_a_source_tree_not_installed_has_a_version(monkeypatch):
+    """Imported from a checkout that pip never installed, seqprob still has a version string
+    (a PEP 440 local version that sorts below every release) instead of failing to import."""
+    import importlib.metadata
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    assert seqprob._installed_version() == "0+unknown"
+
+
 def test_license_changelog_and_type_marker_ship():
     assert "MIT License" in (ROOT / "LICENSE").read_text()
     assert PROJECT["license"] == {"text": "MIT"}
