@@ -40,5 +40,5 @@ print("smoke: scored", len(df), "tokens; fitted", lm)
 PYEOF
 "$VENV/bin/seqprob" demo --quick --out "$OUT/demo" >/dev/null)
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider -x tests/test_functional.py tests/test_scoring.py \
-    tests/test_ngram.py tests/test_gpt.py
+    tests/test_ngram.py tests/test_gpt.py tests/test_tokenizers.py tests/test_plots.py tests/test_truth.py
 echo "minimum versions: OK"

@@ -27,6 +27,18 @@ def test_one_version_from_pyproject():
     assert seqprob.__version__ == PROJECT["version"]
 
 
+def test_a_source_tree_not_installed_has_a_version(monkeypatch):
+    """Imported from a checkout that pip never installed, seqprob still has a version string
+    (a PEP 440 local version that sorts below every release) instead of failing to import."""
+    import importlib.metadata
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    assert seqprob._installed_version() == "0+unknown"
+
+
 def test_license_changelog_and_type_marker_ship():
     assert "MIT License" in (ROOT / "LICENSE").read_text()
     assert PROJECT["license"] == {"text": "MIT"}
@@ -38,12 +50,32 @@ def test_license_changelog_and_type_marker_ship():
     assert PROJECT["urls"]["Documentation"].startswith("https://")
 
 
-def test_the_numpy_floor_is_true():
-    """np.reshape(..., copy=...) exists from numpy 2.1 on: code that calls it needs that floor."""
-    uses_copy_kw = any("np.reshape(" in line and "copy=" in line
-                       for path in (ROOT / "seqprob").rglob("*.py") for line in path.read_text().splitlines())
-    if uses_copy_kw:
-        assert _floors()["numpy"] >= (2, 1)
+def _code_lines():
+    return [line for path in (ROOT / "seqprob").rglob("*.py") for line in path.read_text().splitlines()]
+
+
+#: (what the library's code calls, the package, the first version that has it)
+NEWER_APIS = [
+    (("np.reshape(", "copy="), "numpy", (2, 1)),
+    (("np.astype(",), "numpy", (2, 1)),
+    (("include_groups=",), "pandas", (2, 2)),
+    (("tick_labels=",), "matplotlib", (3, 9)),
+]
+
+
+@pytest.mark.parametrize("needles, package, first", NEWER_APIS, ids=lambda x: str(x))
+def test_a_floor_is_true_of_the_code(needles, package, first):
+    """Code that calls an API a release introduced needs that release as its floor (the venv of
+    .ci/min_versions.sh checks the floors by running; this catches a new call before CI)."""
+    if any(all(n in line for n in needles) for line in _code_lines()):
+        assert _floors()[package] >= first, f"{needles} needs {package} >= {first}"
+
+
+def test_every_floor_is_in_the_changelog():
+    """A floor raised is a change users must hear of: each 'name >= version' is in CHANGELOG.md."""
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    for name, version in _floors().items():
+        assert f"{name} >= {'.'.join(map(str, version))}" in changelog, name
 
 
 @pytest.mark.parametrize("name", ["numpy", "scipy", "pandas", "matplotlib", "tiktoken", "regex", "tqdm",

@@ -43,3 +43,31 @@ def test_every_relative_link_resolves():
     assert local
     missing = [link for link in local if not (ROOT / link.split("#")[0]).exists()]
     assert not missing, missing
+
+
+def test_the_pictures_are_small():
+    """The front door's pictures stay under 200 kB each (a clone downloads them all)."""
+    pictures = re.findall(r"!\[[^\]]*\]\(([^)\s]+\.png)\)", README)
+    assert pictures
+    big = {p: (ROOT / p).stat().st_size for p in pictures if (ROOT / p).stat().st_size >= 200_000}
+    assert not big, big
+
+
+SITE = "https://seqprob.readthedocs.io/en/latest/"
+#: the site's gallery folders and the source folders they are built from (docs/conf.py)
+GALLERIES = {"tutorial": ROOT / "docs" / "tutorial_src", "auto_examples": ROOT / "examples"}
+
+
+def test_every_site_link_has_a_source_page():
+    """A link into the site names a page the site builds: a docs/ page, or a gallery's index."""
+    links = [a or b for a, b in re.findall(r"\((https://[^)\s]+)\)|<(https://[^>\s]+)>", README)]
+    pages = [link[len(SITE):].split("#")[0] for link in links if link.startswith(SITE)]
+    assert len(pages) > 1
+    for page in filter(None, pages):
+        folder, _, name = page.rpartition("/")
+        stem = name.removesuffix(".html")
+        if folder in GALLERIES:
+            assert stem == "index" and (GALLERIES[folder] / "GALLERY_HEADER.rst").is_file(), page
+        else:
+            base = ROOT / "docs" / folder / stem
+            assert base.with_suffix(".md").is_file() or base.with_suffix(".rst").is_file(), page

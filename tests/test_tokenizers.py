@@ -502,8 +502,11 @@ def test_gpt2_from_cached_data_gym_merges(tmp_path, monkeypatch):
     (tmp_path / "vocab.bpe").write_text(vocab_bpe, encoding="utf-8")
     (tmp_path / "encoder.json").write_text(json.dumps(encoder), encoding="utf-8")
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")
-    expected = tiktoken.load.data_gym_to_mergeable_bpe_ranks(str(tmp_path / "vocab.bpe"),
-                                                             str(tmp_path / "encoder.json"))
+    try:
+        expected = tiktoken.load.data_gym_to_mergeable_bpe_ranks(str(tmp_path / "vocab.bpe"),
+                                                                 str(tmp_path / "encoder.json"))
+    except ImportError:  # the reference: older tiktoken reads even local files through blobfile
+        pytest.skip("tiktoken.load (the reference) needs blobfile in this version of tiktoken")
     cache = tmp_path / "cache"
     cache.mkdir()
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(cache))

@@ -47,10 +47,35 @@ ax.set_xlabel("probability of the whole sentence")
 ax.legend()
 
 # %%
-# The entropy of the language, :math:`H = -\sum_x P^*(x) \log P^*(x)`, is how many nats a
-# perfect model needs per token on average. No model can do better on text from
+# The sentences are too many to list (clauses nest inside clauses), so the sum cannot be
+# checked by adding them up: the 20,000 samples hold far fewer distinct sentences, and those
+# carry only part of the mass; the rest is spread thinly over sentences never drawn.
+
+seen_mass = np.exp([sp.joint_logprob(truth, s) for s in values]).sum()
+print(f"{len(values):,} distinct sentences among {len(samples):,} samples; "
+      f"their total probability: {seen_mass:.3f}")
+
+# %%
+# What can be checked is each step: given any prefix, the probabilities of the next token,
+# ``</s>`` included, sum to one. ``model.start(ids).logprobs`` is that next-token
+# distribution, for the truth as for every seqprob model. Since every conditional sums to
+# one and a sentence ends with ``</s>`` with probability one (its expected length is finite,
+# printed below), the sentences' probabilities sum to one (the next page turns this into the
+# chain rule).
+
+for prefix in ["", "the cat", "the cat sat on the"]:
+    ids = [truth.vocab.bos_id] + truth.tokenizer.encode(prefix)  # x_0 = <s>, then the prefix
+    p_next = np.exp(truth.start(ids).logprobs)  # (V,) P*(next token | prefix)
+    print(f"prefix {prefix!r:22} sum over the next token: {p_next.sum():.12f}")
+    assert np.isclose(p_next.sum(), 1.0)
+
+# %%
+# The entropy of the language, :math:`H = -\sum_x P^*(x) \log P^*(x)` nats per sentence,
+# divided by the expected number of tokens per sentence (``</s>`` included), is how many nats
+# a perfect model needs per token on average. No model can do better on text from
 # :math:`P^*`; later pages measure how close each model comes.
 
 H = truth.entropy()
-print(f"H(P*) = {H.per_token:.4f} nats per token = {H.per_token / np.log(2):.4f} bits per token "
-      f"({H.per_sentence:.3f} nats per sentence, exact: {H.exact})")
+print(f"H(P*) = {H.per_sentence:.3f} nats per sentence / {H.expected_tokens:.3f} tokens "
+      f"= {H.per_token:.4f} nats per token = {H.per_token / np.log(2):.4f} bits per token "
+      f"(exact: {H.exact})")

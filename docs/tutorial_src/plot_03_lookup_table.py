@@ -9,8 +9,11 @@ and an n-gram model approximates each conditional by looking only at the last
 :math:`n - 1` tokens, a table that counting can fill.
 """
 import warnings
+from collections import Counter
+from itertools import pairwise
 
 import matplotlib.pyplot as plt
+import numpy as np
 
 import seqprob as sp
 
@@ -23,13 +26,29 @@ ax = sp.plots.lookup_table(vocab_sizes=(27, 1000, 50_257), max_length=100)
 # Counting n-grams
 # ----------------
 # An n-gram model estimates :math:`P(x_t \mid x_{t-n+1} \ldots x_{t-1})` from counts in a
-# training corpus. The maximum-likelihood estimate is the count ratio, which gives
-# probability 0 to anything unseen: one unseen pair makes a held-out sentence impossible and
-# the perplexity infinite.
+# training corpus. Which words follow "cat" in 2,000 sentences of the toy language, and how
+# often? The bigram maximum-likelihood estimate (MLE) is the count ratio
+# :math:`P(w \mid \text{cat}) = c(\text{cat}\ w) / \sum_{w'} c(\text{cat}\ w')`, and
+# seqprob's ``MLE(order=2)`` gives exactly those numbers.
 
 truth = sp.toy_english()
 train, test = truth.sample(2_000, seed=0), truth.sample(300, seed=1)
 tok = truth.tokenizer
+after_cat = Counter(nxt for sentence in train
+                    for word, nxt in pairwise(sentence.split() + ["</s>"]) if word == "cat")
+total = sum(after_cat.values())
+bigram = sp.ngram.MLE(order=2).fit(train, tokenizer=tok)
+ids = [tok.vocab.bos_id] + tok.encode("the cat")  # x_0 = <s>, then the context
+p_next = np.exp(bigram.start(ids).logprobs)  # (V,) P_MLE(next | cat)
+for word, count in after_cat.most_common(6):
+    p = p_next[tok.vocab.id(word)]
+    print(f"c(cat {word:>6}) = {count:3}   {count:3} / {total} = {count / total:.4f}   MLE: {p:.4f}")
+    assert np.isclose(p, count / total)
+
+# %%
+# The count ratio gives probability 0 to anything unseen: one unseen pair makes a held-out
+# sentence impossible and the perplexity infinite.
+
 for order in (1, 2, 3, 4):
     mle = sp.ngram.MLE(order=order).fit(train, tokenizer=tok)
     ev = sp.evaluate(mle, test, tokenizer=tok)

@@ -67,7 +67,10 @@ print(ours.to_string(index=False))
 # embedding and unembedding are counted apart (untied); biases, norms and positions are left
 # out. That gives the ~28,000 matrices and 175,181,291,520 weights it names.
 
-d, L, H, d_head, V, d_mlp = 12288, 96, 96, 128, 50257, 4 * 12288
+d, L, H, V = gpt3.n_embd, gpt3.n_layer, gpt3.n_head, gpt3.vocab_size
+d_head, d_mlp = d // H, 4 * d  # each head works in a 128-wide slice; the MLP is 4x as wide
+# the preset is the published GPT-3 175B configuration
+assert (d, L, H, d_head, V, gpt3.block_size) == (12288, 96, 96, 128, 50257, 2048)
 per_head = {"query": d * d_head, "key": d * d_head, "value": d * d_head}
 per_layer = {"attention output": d * d, "MLP up": d * d_mlp, "MLP down": d_mlp * d}
 rows = [("embedding W_E", 1, V * d)]

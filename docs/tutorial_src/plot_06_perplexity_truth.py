@@ -8,8 +8,9 @@ How good is a model? On held-out text :math:`x` of :math:`N` tokens,
   token, the average surprisal;
 * the **perplexity** is its exponential: the number of equally likely tokens the model
   hesitates between, on average (lower is better);
-* **bits per byte** divides the total surprisal in bits by the text's size in bytes, so that
-  models with different tokenizers can be compared.
+* **bits per byte** divides the total surprisal in bits (each line's ``</s>`` included) by
+  the text's size in UTF-8 bytes (without the newlines), so that models with different
+  tokenizers can be compared.
 
 On text from a language whose :math:`P^*` is known, the cross-entropy of :math:`P^*` itself is
 the floor, and the gap to it is the KL divergence :math:`\mathrm{KL}(P^* \| P_\theta)` per token:
@@ -37,6 +38,23 @@ models = {
 for name, model in models.items():
     ev = sp.evaluate(model, test, tokenizer=tok)
     print(f"{name:20} perplexity {ev.perplexity:8.3f}   {ev.bits_per_token:6.3f} bits/token   "
+          f"{ev.bits_per_byte:6.3f} bits/byte")
+
+# %%
+# Perplexity depends on the tokenizer; bits per byte does not
+# -----------------------------------------------------------
+# A model that predicts one *character* at a time has a perplexity per character, not per
+# word: a much smaller number that says nothing about which model is better. Bits per byte
+# counts the whole text's surprisal against its size, whatever the tokens, so the two can be
+# compared: the character model's low perplexity hides a worse model.
+
+chars = sp.CharTokenizer.fit(train)
+char_model = sp.ngram.ModifiedKneserNey(order=8).fit(train, tokenizer=chars)
+for name, model, tokenizer in [("characters, order 8", char_model, chars),
+                               ("Kneser-Ney, order 4", models["Kneser-Ney, order 4"], tok),
+                               ("truth P*", truth, tok)]:
+    ev = sp.evaluate(model, test, tokenizer=tokenizer)
+    print(f"{name:20} {ev.n_tokens:6,} tokens   perplexity {ev.perplexity:6.3f}   "
           f"{ev.bits_per_byte:6.3f} bits/byte")
 
 # %%
