@@ -13,7 +13,7 @@ import numpy as np
 from .. import _parallel, nn
 from ..errors import InputError
 from ..vocab import check_ids
-from .block import TrainBuffers, block_backward, block_forward, norm_backward, norm_forward
+from .block import TrainBuffers, block_backward, block_forward, embed_forward, norm_backward, norm_forward
 from .params import FlatParams, block_shapes, column_major_names, param_shapes
 
 __all__ = ["loss_and_grads", "check_train_batch", "release_buffers"]
@@ -109,9 +109,7 @@ def _forward_backward(model, batch, mask, total, g, block_grads, drop, buffers):
     B, T = inputs.shape
     cfg, p = model.config, model.params
     top, C = buffers[-1], cfg.n_embd
-    x, emb_cache = nn.embedding_forward(inputs, p["wte"], out=top("x", (B, T, C)))  # (B, T, C)
-    if "wpe" in p:
-        x += p["wpe"][:T]
+    x, emb_cache = embed_forward(inputs, p, out=top("x", (B, T, C)))  # (B, T, C)
     x, d0 = nn.dropout_forward(x, cfg.dropout, drop)
     caches = []
     for block, layer_buffers in zip(model._block_params, buffers):

@@ -33,7 +33,7 @@ from .. import nn
 
 Q_BLOCK = 128  # queries per block of the attention (the stage split aligns its row cuts to it)
 
-__all__ = ["block_forward", "pre_attention", "post_attention", "block_backward", "make_workspace", "split_qkv",
+__all__ = ["embed_forward", "embed_row", "block_forward", "pre_attention", "post_attention", "block_backward", "make_workspace", "split_qkv",
            "norm_forward",
            "norm_backward", "RowParams", "RowWorkspace", "block_step", "norm_row", "TrainBuffers"]
 
@@ -96,6 +96,30 @@ def split_qkv(qkv, n_head: int, n_kv_head: int):
     k = qkv[..., nq:nq + nk].reshape(B, T, n_kv_head, hd).transpose(0, 2, 1, 3)
     v = qkv[..., nq + nk:].reshape(B, T, n_kv_head, hd).transpose(0, 2, 1, 3)
     return q, k, v
+
+
+# ----------------------------------------------------------------------------- embedding
+def embed_forward(ids, params, pos: int = 0, out=None):
+    """x = W_E[ids] (+ W_pos[pos : pos + T] with learned positions): ids (B, T) -> x (B, T, C),
+    and the gather's cache for :func:`seqprob.nn.embedding_backward`.
+
+    The one embedding of every path: inference and prefill (:meth:`GPT._embed`), the stage
+    split (through it), training (:mod:`seqprob.gpt.backward`), and, one row at a time,
+    :func:`embed_row` for decoding.
+    """
+    x, cache = nn.embedding_forward(ids, params["wte"], out=out)  # (B, T, C)
+    if "wpe" in params:
+        x += params["wpe"][pos:pos + ids.shape[1]]
+    return x, cache
+
+
+def embed_row(x, wte, wpe, tok: int, pos: int):
+    """:func:`embed_forward` of one token at position ``pos`` into the row x (C,)."""
+    if wpe is None:
+        x[...] = wte[tok]
+    else:
+        np.add(wte[tok], wpe[pos], out=x)
+    return x
 
 
 # ----------------------------------------------------------------------------- forward

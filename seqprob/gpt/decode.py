@@ -31,7 +31,7 @@ import numpy as np
 from .. import _parallel, nn
 from ..errors import InputError
 from ..vocab import check_token_id
-from .block import RowParams, RowWorkspace, block_step, norm_row
+from .block import RowParams, RowWorkspace, block_step, embed_row, norm_row
 from .params import allocate
 
 __all__ = ["GPTState", "start_ids", "step"]
@@ -159,11 +159,7 @@ def decode_one(cache: _KVCache, pos: int, tok: int) -> np.ndarray:
     """Token ``tok`` at position ``pos`` through every block (keys/values written at slot
     ``pos``), then log-softmax(ln_f(x) W_Uᵀ): a new (V,) row of log-probabilities."""
     plan, ws = cache.plan, cache.ws
-    x = ws.x  # (C,)
-    if plan.wpe is None:
-        x[...] = plan.wte[tok]
-    else:
-        np.add(plan.wte[tok], plan.wpe[pos], out=x)
+    x = embed_row(ws.x, plan.wte, plan.wpe, tok, pos)  # (C,)
     for layer, (K, V) in zip(plan.layers, cache.kv):
         block_step(x, layer, K, V, pos, ws)
     return unembed_row(plan, norm_row(x, plan.ln_f_g, plan.ln_f_b, ws), ws.e)

@@ -21,7 +21,7 @@ from ..checks import check_int
 from ..functional import TokenStats, check_stride, plan_windows, target_stats
 from ..vocab import Vocab, check_ids
 from . import backward, decode, stages
-from .block import block_forward, make_workspace, norm_forward
+from .block import block_forward, embed_forward, make_workspace, norm_forward
 from .config import GPTConfig
 from .decode import GPTState
 from .params import (FlatParams, allocate, block_shapes, check_fits, column_major_names, copy_into, decay_names,
@@ -318,10 +318,7 @@ class GPT(BaseLanguageModel):
     # ----------------------------------------------------------------- inference forward
     def _embed(self, ids: np.ndarray, pos: int = 0, out=None) -> np.ndarray:
         """x = W_E[ids] (+ W_pos[pos : pos + T] with learned positions): (B, T) -> (B, T, C)."""
-        x = nn.embedding_forward(ids, self.params["wte"], out=out)[0]  # (B, T, C)
-        if "wpe" in self.params:
-            x += self.params["wpe"][pos:pos + ids.shape[1]]
-        return x
+        return embed_forward(ids, self.params, pos, out=out)[0]
 
     def _hidden(self, ids: np.ndarray, kv=None, attn=None, resid=None, slot: int = 0) -> np.ndarray:
         """ln_f(x) of validated ids (B, T <= block) -> (B, T, C), a view of a reused buffer.
