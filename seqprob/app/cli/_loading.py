@@ -16,7 +16,8 @@ MODEL_HELP = ("a model file or folder on this machine: an ARPA file (.arpa, .arp
               "file (.sqlm), a folder written by 'seqprob train', a Hugging Face transformers folder "
               "(config.json + model.safetensors) or a grammar spec (.json, .toml); or a Hugging Face "
               "model name ORG/NAME found in the local Hugging Face cache (a local path of that name "
-              "wins); default: the shipped GPT trained on the toy language. Nothing is downloaded")
+              "wins), downloaded into it only when huggingface_hub is installed and HF_HUB_OFFLINE "
+              "is unset; default: the shipped GPT trained on the toy language")
 REVISION_HELP = ("with a Hugging Face model name: the branch, tag or commit hash of the cached "
                  "snapshot (default: main)")
 TOKENIZER_HELP = ("PATH (a tokenizer file saved by seqprob, a .tiktoken file or a Hugging Face "
@@ -62,15 +63,17 @@ def _no_such_model(path: str) -> str:
 
     kinds = "; ".join(f.description or f.name for f in model_formats())
     message = (f"model {path!r} does not exist: --model takes a path to a model on this machine "
-               f"({kinds}), or nothing for the default (the shipped GPT trained on the toy "
-               "language); nothing is downloaded")
+               f"({kinds}), a Hugging Face name ORG/NAME, or nothing "
+               "for the default (the shipped GPT trained on the toy language); for a name without "
+               "ORG/ nothing is downloaded")
     name = Path(path).name.lower()
     if name in _SMOOTHING_NAMES:
         message += (f". {path!r} looks like a kind of n-gram model: fit one first, e.g. 'seqprob ngram "
                     f"fit CORPUS -o model.arpa --smoothing mkn', then pass --model model.arpa")
     elif name.startswith(("gpt", "llama", "qwen", "pythia")) or "/" in path and not os.path.isabs(path):
-        message += (". A Hugging Face model is named ORG/NAME (found in the local Hugging Face "
-                    "cache), or given as its downloaded folder (config.json and model.safetensors)")
+        message += (". A Hugging Face model is given by its full name ORG/NAME (e.g. "
+                    "openai-community/gpt2), not a short one, or as its downloaded folder (config.json "
+                    "and model.safetensors)")
     return message
 
 
