@@ -1,9 +1,10 @@
 """The package as a user installs it: one version, a license, a changelog, true floors."""
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+; the package itself supports 3.10
 
 import seqprob
 
