@@ -214,6 +214,8 @@ def test_evaluate_dask_ships_the_name_not_the_weights(cache):
     assert ev.logprob == pytest.approx(ref.logprob, rel=1e-6)  # float32: batches round apart
     weights = sum(a.nbytes for a in model.params.values())
     assert len(pickle.dumps(("org/m", "v1"))) < weights / 100
+    from seqprob.scoring.corpus import _pinned
+    assert _pinned("org/m", "v1") == COMMIT_A  # workers get the commit, not a branch that may move
     with pytest.raises(InputError, match="revision"):
         sp.evaluate_dask(model, bag, tokenizer=word, revision="v1")
 

@@ -152,3 +152,15 @@ def test_import_seqprob_does_not_import_tokenizers():
 
     code = "import sys, seqprob; assert 'tokenizers' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)
+
+
+def test_special_tokens_map_names_bos_when_tokenizer_config_does_not(tmp_path):
+    import json
+    import shutil
+
+    src = Path(__file__).parent / "fixtures" / "hf_tokenizers" / "qwen2"
+    shutil.copy(src / "tokenizer.json", tmp_path / "tokenizer.json")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"bos_token": None, "eos_token": "<|im_end|>"}))
+    (tmp_path / "special_tokens_map.json").write_text(json.dumps({"bos_token": {"content": "<|endoftext|>"}}))
+    tok = HFTokenizer(tmp_path / "tokenizer.json")
+    assert tok.vocab.bos == "<|endoftext|>" and tok.vocab.eos == "<|im_end|>"

@@ -368,11 +368,28 @@ def evaluate_dask(model, paths_or_bag, tokenizer=None, bos: bool = True, eos: bo
     if not named and revision is not None:
         raise InputError("revision= applies to a model given by name", value=revision)
     fn = _named_partition_sums if named else _partition_sums
-    model_key = (os.fspath(model), revision) if named else shared(model)  # sent once per worker
+    if named:
+        model_key = (os.fspath(model), _pinned(os.fspath(model), revision))
+    else:
+        model_key = shared(model)  # sent once per worker
     tok_key = shared(tokenizer)
     tasks = [dask.delayed(guarded)(i, fn, p, model_key, tok_key, bos, eos)
              for i, p in enumerate(partitions(paths_or_bag))]
     return _evaluation(None if named else model, _add(dask.compute(*tasks)), eos)
+
+
+def _pinned(name: str, revision: str | None) -> str | None:
+    """The commit a Hugging Face name's revision points at here (so that every worker loads the
+    same snapshot even if a branch moves), or ``revision`` unchanged when the name is not cached
+    here or is a path."""
+    from .. import hub
+
+    if os.path.exists(name) or not hub.is_hub_name(name):
+        return revision
+    try:
+        return hub.resolve(name, revision, download=False).name
+    except hub.HubError:
+        return revision
 
 
 @functools.lru_cache(maxsize=4)

@@ -198,15 +198,17 @@ def _read(file: Path) -> str:
 
 
 def _special_defaults(folder: Path) -> dict:
-    """bos / eos / unk names (or ids) from tokenizer_config.json, then config.json."""
+    """bos / eos / unk names (or ids) from tokenizer_config.json, then special_tokens_map.json,
+    then config.json."""
     out: dict = {}
-    cfg = _json_or_empty(folder / "tokenizer_config.json")
-    for role in ("bos", "eos", "unk"):
-        value = cfg.get(f"{role}_token")
-        if isinstance(value, dict):  # AddedToken form {"content": ..., ...}
-            value = value.get("content")
-        if isinstance(value, str):
-            out[role] = value
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        cfg = _json_or_empty(folder / name)
+        for role in ("bos", "eos", "unk"):
+            value = cfg.get(f"{role}_token")
+            if isinstance(value, dict):  # AddedToken form {"content": ..., ...}
+                value = value.get("content")
+            if isinstance(value, str) and role not in out:
+                out[role] = value
     model_cfg = _json_or_empty(folder / "config.json")
     for role in ("bos", "eos"):
         value = model_cfg.get(f"{role}_token_id")
