@@ -57,26 +57,15 @@ def _status_kb(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
-class _Rows:
-    """The model without ``token_stats``: scoring takes the (T, V) rows."""
-
-    def __init__(self, model):
-        self._model = model
-
-    def __getattr__(self, name):
-        if name == "token_stats":
-            raise AttributeError(name)
-        return getattr(self._model, name)
-
-
 def child(side: str, shape: dict, llama: bool, tokens: int, runs: int) -> dict:
     import numpy as np
     import seqprob as sp
     from seqprob.gpt import GPT, GPTConfig
+    from seqprob.scoring.core import RowsOnly
 
     model = GPT(GPTConfig(**shape, **(LLAMA if llama else {}), dtype="float32"))
     weights = sum(a.nbytes for a in model.params.values())
-    scored = model if side == "streamed" else _Rows(model)
+    scored = model if side == "streamed" else RowsOnly(model)  # the (T, V) rows path
     ids = np.random.default_rng(0).integers(0, shape["vocab_size"], size=tokens + 1).tolist()
     sp.score(scored, [ids[:9]], bos=False, eos=False)  # imports pandas; lazy caches are built
     Path("/proc/self/clear_refs").write_text("5")  # the peak from here on: scoring's

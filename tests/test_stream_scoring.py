@@ -12,6 +12,7 @@ from seqprob.errors import SeqProbError
 from seqprob.functional import LN2, target_stats
 from seqprob.gpt import GPT, GPTConfig
 from seqprob.protocols import StreamingScorer
+from seqprob.scoring.core import RowsOnly
 
 V = 97
 LLAMA = dict(norm="rmsnorm", mlp="swiglu", positions="rotary", bias=False, tie_weights=False, n_kv_head=2)
@@ -27,16 +28,6 @@ def _model(dtype="float64", family="gpt2", block_size=48, vocab_size=V):
     return GPT(cfg)
 
 
-class _FullRows:
-    """The model without its streaming capability: scoring goes through (B, T, V) rows."""
-
-    def __init__(self, model):
-        self._model = model
-
-    def __getattr__(self, name):
-        if name == "token_stats":
-            raise AttributeError(name)
-        return getattr(self._model, name)
 
 
 def _direct(rows, targets):
@@ -144,7 +135,7 @@ def test_token_stats_refuses_a_bad_budget(budget):
 def test_a_gpt_is_a_streaming_scorer_and_the_wrapper_is_not():
     model = MODELS["float32", "gpt2"]
     assert isinstance(model, StreamingScorer)
-    assert not isinstance(_FullRows(model), StreamingScorer)
+    assert not isinstance(RowsOnly(model), StreamingScorer)
     assert not isinstance(sp.toy_english(), StreamingScorer)  # scored from its rows
 
 
@@ -157,7 +148,7 @@ def test_score_streams_and_gives_the_full_rows_table(dtype):
     model = MODELS[dtype, "llama"]
     texts = _ids_texts(np.random.default_rng(5), [2, 9, 30, 17])  # a batch with padding
     streamed = sp.score(model, texts, bos=False, eos=False)
-    full = sp.score(_FullRows(model), texts, bos=False, eos=False)
+    full = sp.score(RowsOnly(model), texts, bos=False, eos=False)
     assert list(streamed.columns) == list(full.columns)
     assert "entropy_bits" in streamed and "rank" in streamed
     tol = TOL[dtype]
@@ -171,7 +162,7 @@ def test_score_windowed_streams_long_texts():
     model = _model("float64", "gpt2", block_size=12)
     texts = _ids_texts(np.random.default_rng(6), [40, 5])
     streamed = sp.score(model, texts, bos=False, eos=False, stride=4)
-    full = sp.score(_FullRows(model), texts, bos=False, eos=False, stride=4)
+    full = sp.score(RowsOnly(model), texts, bos=False, eos=False, stride=4)
     for col in ("logprob", "entropy_bits"):
         np.testing.assert_allclose(streamed[col], full[col], rtol=0, atol=1e-12)
     np.testing.assert_array_equal(streamed["rank"], full["rank"])

@@ -21,7 +21,7 @@ from ..functional import LN2, target_stats
 from ..protocols import StreamingScorer, model_tokenizer
 from ..vocab import Vocab, check_ids
 
-__all__ = ["Encoded", "encode_for_model", "start_id", "x0_id", "resolve_tokenizer", "check_model", "check_models", "as_items",
+__all__ = ["Encoded", "encode_for_model", "start_id", "x0_id", "RowsOnly", "resolve_tokenizer", "check_model", "check_models", "as_items",
            "score_batched", "row_stats", "stream_stats", "check_logprobs", "MAX_LOGPROB", "context_size",
            "token_byte_spans", "SPACE_BYTES", "encode_with_context", "drop_context"]
 
@@ -344,6 +344,30 @@ def stream_stats(model, ids: np.ndarray) -> tuple:
                              f"dtype {a.dtype} for ids of shape {ids.shape}; expected {shape} numbers",
                              shape=a.shape, limit=shape)
     return out[0].astype(np.float64), out[1].astype(np.float64), out[2].astype(np.int64)
+
+
+class RowsOnly:
+    """``model`` seen without its :class:`~seqprob.protocols.StreamingScorer` capability:
+    scoring takes its (T, V) log-probability rows. For comparing the two paths, and for a
+    caller that keeps the rows (the explorer's alternatives); every other attribute is the
+    model's own.
+
+    Examples
+    --------
+    >>> from seqprob.protocols import StreamingScorer
+    >>> from seqprob.gpt import GPT, GPTConfig
+    >>> gpt = GPT(GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=1, n_embd=4))
+    >>> isinstance(gpt, StreamingScorer), isinstance(RowsOnly(gpt), StreamingScorer)
+    (True, False)
+    """
+
+    def __init__(self, model):
+        self._model = model
+
+    def __getattr__(self, name):
+        if name == "token_stats":
+            raise AttributeError(name)
+        return getattr(self._model, name)
 
 
 def context_size(model) -> int | None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ...errors import InputError, SeqProbError
 from ...functional import LN2
-from ...scoring.core import start_id
+from ...scoring.core import RowsOnly, start_id
 
 __all__ = ["ApiError", "Explorer", "dumps", "ARGMAX_TEMPERATURE", "MAX_BYTES", "MAX_TOKENS", "TOP"]
 
@@ -169,18 +169,14 @@ def parse_request(body: bytes, endpoint: str) -> dict:
 
 
 # ----------------------------------------------------------------------------- helpers
-class _Recording:
+class _Recording(RowsOnly):
     """A model that passes every call through and keeps what ``logprobs`` returned, so one
-    forward pass gives both :func:`seqprob.score`'s rows and the alternatives."""
+    forward pass gives both :func:`seqprob.score`'s rows and the alternatives (scoring goes
+    through ``logprobs``: :class:`~seqprob.scoring.core.RowsOnly`)."""
 
     def __init__(self, model):
-        self._model = model
+        super().__init__(model)
         self.rows = None
-
-    def __getattr__(self, name):
-        if name == "token_stats":  # scoring must go through ``logprobs``, whose rows are kept
-            raise AttributeError(name)
-        return getattr(self._model, name)
 
     def logprobs(self, ids):
         self.rows = self._model.logprobs(ids)
