@@ -16,15 +16,29 @@ SCALINGS = [None, {"rope_type": "linear", "factor": 2.0},
              "original_max_position_embeddings": 4}]
 
 archs = st.fixed_dictionaries({
-    "norm": st.sampled_from(["layernorm", "rmsnorm"]), "mlp": st.sampled_from(["gelu_tanh", "gelu", "swiglu"]),
+    "norm": st.sampled_from(["layernorm", "rmsnorm"]),
+    "mlp": st.sampled_from(["gelu_tanh", "gelu", "swiglu", "geglu_tanh"]),
     "positions": st.sampled_from(["learned", "rotary"]), "rotary_fraction": st.sampled_from([1.0, 0.5]),
     "rope_scaling": st.sampled_from(SCALINGS), "kv": st.sampled_from([1, 2, 4]),
     "bias": st.booleans(), "qkv_bias": st.sampled_from([None, True, False]),
     "mlp_bias": st.sampled_from([None, True, False]), "parallel_residual": st.booleans(),
-    "tie_weights": st.booleans(), "mlp_hidden": st.sampled_from([None, 6]), "seed": st.integers(0, 99)})
+    "tie_weights": st.booleans(), "mlp_hidden": st.sampled_from([None, 6]), "seed": st.integers(0, 99),
+    # the options of the newer families (Qwen3, Gemma 2/3, OLMo 2, Mistral, SmolLM3)
+    "head_size": st.sampled_from([None, 8, 12]), "qk_norm": st.sampled_from([None, "head", "all"]),
+    "block_norms": st.sampled_from(["pre", "sandwich", "post"]), "embed_scale": st.sampled_from([1.0, 4.0]),
+    "attn_scale": st.sampled_from([None, 0.3]), "attn_softcap": st.sampled_from([None, 1.5]),
+    "final_softcap": st.sampled_from([None, 2.0]), "sliding_window": st.sampled_from([None, 1, 2, 3]),
+    "layer_types": st.sampled_from([None, ("sliding", "full"), ("full", "sliding")]),
+    "rope_local_theta": st.sampled_from([None, 50.0]), "nope_layers": st.sampled_from([None, (0,), (1,)])})
+MODERN = ("head_size", "qk_norm", "block_norms", "embed_scale", "attn_scale", "attn_softcap", "final_softcap",
+          "sliding_window", "layer_types", "rope_local_theta", "nope_layers")
 
 
 def arch_model(a, V=11, block=6, L=2, H=4, hd=4, dtype="float64", perturb=0.3, **kw):
+    modern = {k: a[k] for k in MODERN if a.get(k) is not None}
+    if modern.get("layer_types") and "sliding_window" not in modern:
+        del modern["layer_types"]
+    kw = {**modern, **kw}
     cfg = GPTConfig(vocab_size=V, block_size=block, n_layer=L, n_head=H, n_embd=H * hd, dtype=dtype,
                     norm=a["norm"], mlp=a["mlp"], positions=a["positions"],
                     rotary_fraction=a["rotary_fraction"], rope_scaling=a["rope_scaling"],

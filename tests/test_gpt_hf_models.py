@@ -87,11 +87,21 @@ def _edit(folder: Path, **change) -> None:
     (dict(model_type="mamba"), "unsupported architecture model_type='mamba'"),
     (dict(model_type=None, architectures=["T5ForConditionalGeneration"]), "no supported architecture"),
     (dict(hidden_act="gelu"), "hidden_act='gelu'"),
-    (dict(model_type="mistral", sliding_window=4), "sliding-window attention"),
-    (dict(layer_types=["sliding_attention", "full_attention"]), "sliding-window"),
+    (dict(model_type="mistral", sliding_window=0), "sliding_window must be an integer >= 1"),
+    (dict(layer_types=["chunked_attention", "full_attention"]), "layer_types must list"),
+    (dict(layer_types=["sliding_attention"]), "layer_types must list"),
+    (dict(model_type="gemma3"), "vision-language"),
+    (dict(model_type="phi3", rope_scaling={"rope_type": "longrope", "short_factor": [1.0], "long_factor": [1.0]}),
+     "'longrope' is not supported"),
+    (dict(model_type="smollm3", no_rope_layers=[1, 2]), "no_rope_layers must list 0 or 1"),
+    (dict(model_type="gemma3_text", rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e4},
+                                                     "chunked_attention": {}}), "layer types"),
+    (dict(model_type="gemma3_text", rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e4},
+                                                     "sliding_attention": {"rope_type": "linear", "factor": 2.0}}),
+     "sliding layers"),
     (dict(rope_parameters={"rope_type": "yarn", "rope_theta": 1e4, "factor": 2.0}), "'yarn' is not supported"),
     (dict(num_key_value_heads=3), "not divisible by n_kv_head=3"),
-    (dict(head_dim=8), "head_dim=8"),
+    (dict(head_dim=8), r"q_proj.weight.* config.json needs \(32, 16\)"),
     (dict(vocab_size=10 ** 12), "exceeds the limit 16777216"),
     (dict(hidden_size="16"), "'hidden_size' must be an integer"),
     (dict(tie_word_embeddings="no"), "must be true or false"),
@@ -322,7 +332,7 @@ def test_a_tensor_in_two_shards_is_refused(tmp_path):
 
 @pytest.mark.parametrize("change, match", [
     ({"model_type": ["llama"]}, "model_type must be a string"),
-    ({"layer_types": 5}, "layer_types must be a list"),
+    ({"layer_types": 5}, "layer_types must list"),
 ])
 def test_config_values_of_the_wrong_type_are_named(tmp_path, change, match):
     folder = _copy(tmp_path)

@@ -13,7 +13,8 @@ import numpy as np
 from .. import _parallel, nn
 from ..errors import InputError
 from ..vocab import check_ids
-from .block import TrainBuffers, block_backward, block_forward, embed_forward, norm_backward, norm_forward
+from .block import (TrainBuffers, block_backward, block_forward, embed_forward, norm_backward, norm_forward,
+                    unembed_forward)
 from .params import FlatParams, block_shapes, column_major_names, param_shapes
 
 __all__ = ["loss_and_grads", "check_train_batch", "release_buffers"]
@@ -109,27 +110,36 @@ def _forward_backward(model, batch, mask, total, g, block_grads, drop, buffers):
     B, T = inputs.shape
     cfg, p = model.config, model.params
     top, C = buffers[-1], cfg.n_embd
-    x, emb_cache = embed_forward(inputs, p, out=top("x", (B, T, C)))  # (B, T, C)
+    x, emb_cache = embed_forward(inputs, p, out=top("x", (B, T, C)), scale=cfg.embed_scale)  # (B, T, C)
     x, d0 = nn.dropout_forward(x, cfg.dropout, drop)
     caches = []
-    for block, layer_buffers in zip(model._block_params, buffers):
-        x, cache = block_forward(x, block, cfg, model._rope, drop=drop, buffers=layer_buffers)
+    for layer, (block, layer_buffers) in enumerate(zip(model._block_params, buffers)):
+        x, cache = block_forward(x, block, cfg, model._ropes[layer], drop=drop, buffers=layer_buffers,
+                                 window=cfg.layer_window(layer))
         caches.append(cache)
     hf, ln_cache = norm_forward(x, p, "ln_f", cfg, buffers=top)
     h2 = hf.reshape(B * T, -1)  # (N, C)
     w_u = model._w_u
-    logits = np.matmul(h2, w_u.T, out=top("logits", (B * T, w_u.shape[0])))  # (N, V)
+    logits = unembed_forward(h2, w_u, cfg, out=top("logits", (B * T, w_u.shape[0])))  # (N, V)
+    capped = None
+    if cfg.final_softcap is not None:  # the cap's backward needs its output, which the loss overwrites
+        capped = top("capped", logits.shape)
+        np.copyto(capped, logits)
     loss, dlogits = nn.cross_entropy_fused(logits, targets.reshape(-1), mask, count=total)  # in place
+    if capped is not None:
+        nn.softcap_backward(dlogits, capped, cfg.final_softcap, out=dlogits)
     g_u = g["wte"] if cfg.tie_weights else g["lm_head.w"]  # column-major (V, C)
     np.matmul(h2.T, dlogits, out=g_u.T)  # (C, V): the C-contiguous side, for BLAS
     dx = np.matmul(dlogits, w_u, out=top("d.x", (B * T, C))).reshape(B, T, C)
     dx = norm_backward(dx, ln_cache, g, "ln_f", cfg, out=dx)
     for layer in reversed(range(cfg.n_layer)):
-        dx = block_backward(dx, caches.pop(), block_grads[layer], cfg, model._rope, scratch=top)
+        dx = block_backward(dx, caches.pop(), block_grads[layer], cfg, model._ropes[layer], scratch=top)
     dx = nn.dropout_backward(dx, d0)
     if "wpe" in g:
         np.sum(dx, axis=0, out=g["wpe"][:T])
         g["wpe"][T:] = 0.0
+    if cfg.embed_scale != 1.0:  # x = s W_E[ids] (+ W_pos)
+        dx *= dx.dtype.type(cfg.embed_scale)
     if not cfg.tie_weights:
         g["wte"][...] = 0.0
     nn.embedding_backward(dx, emb_cache, out=g["wte"])

@@ -33,7 +33,7 @@ from .. import nn
 
 Q_BLOCK = 128  # queries per block of the attention (the stage split aligns its row cuts to it)
 
-__all__ = ["embed_forward", "embed_row", "block_forward", "pre_attention", "post_attention", "block_backward", "make_workspace", "split_qkv",
+__all__ = ["embed_forward", "embed_row", "unembed_forward", "block_forward", "pre_attention", "post_attention", "block_backward", "make_workspace", "split_qkv",
            "norm_forward",
            "norm_backward", "RowParams", "RowWorkspace", "block_step", "norm_row", "TrainBuffers"]
 
@@ -81,9 +81,9 @@ def make_workspace(config, B: int, T: int, dtype) -> dict:
     """Reusable inference buffers for a (B, T) forward pass of any block of ``config``."""
     C, H, Hkv, hd, F = (config.n_embd, config.n_head, config.kv_heads, config.head_dim,
                         config.mlp_width)
-    up = 2 * F if config.mlp == "swiglu" else F
+    up = 2 * F if config.mlp in ("swiglu", "geglu_tanh") else F
     shapes = {"h": (B, T, C), "qkv": (B, T, (H + 2 * Hkv) * hd), "q": (B, H, T, hd),
-              "k": (B, Hkv, T, hd), "y": (B, T, C), "a": (B, T, C), "u": (B, T, up), "t": (B, T, F)}
+              "k": (B, Hkv, T, hd), "y": (B, T, H * hd), "a": (B, T, C), "u": (B, T, up), "t": (B, T, F)}
     return {name: np.empty(shape, dtype) for name, shape in shapes.items()}
 
 
@@ -99,7 +99,7 @@ def split_qkv(qkv, n_head: int, n_kv_head: int):
 
 
 # ----------------------------------------------------------------------------- embedding
-def embed_forward(ids, params, pos: int = 0, out=None):
+def embed_forward(ids, params, pos: int = 0, out=None, scale: float = 1.0):
     """x = W_E[ids] (+ W_pos[pos : pos + T] with learned positions): ids (B, T) -> x (B, T, C),
     and the gather's cache for :func:`seqprob.nn.embedding_backward`.
 
@@ -108,23 +108,38 @@ def embed_forward(ids, params, pos: int = 0, out=None):
     :func:`embed_row` for decoding.
     """
     x, cache = nn.embedding_forward(ids, params["wte"], out=out)  # (B, T, C)
+    if scale != 1.0:  # Gemma: sqrt(C), as a number of the model's dtype (HF rounds it so)
+        x *= x.dtype.type(scale)
     if "wpe" in params:
         x += params["wpe"][pos:pos + ids.shape[1]]
     return x, cache
 
 
-def embed_row(x, wte, wpe, tok: int, pos: int):
+def embed_row(x, wte, wpe, tok: int, pos: int, scale: float = 1.0):
     """:func:`embed_forward` of one token at position ``pos`` into the row x (C,)."""
-    if wpe is None:
+    if scale != 1.0:
+        np.multiply(wte[tok], x.dtype.type(scale), out=x)
+        if wpe is not None:
+            x += wpe[pos]
+    elif wpe is None:
         x[...] = wte[tok]
     else:
         np.add(wte[tok], wpe[pos], out=x)
     return x
 
 
+def unembed_forward(h, w_u, config, out=None):
+    """Logits u = h W_Uᵀ of final-normed rows h (N, C) (W_U (V, C)), soft-capped
+    c tanh(u / c) when ``config.final_softcap`` is set (Gemma 2): every path's unembedding."""
+    u = np.matmul(h, w_u.T, out=out)  # (N, V)
+    if config.final_softcap is not None:
+        nn.softcap_forward(u, config.final_softcap, out=u)
+    return u
+
+
 # ----------------------------------------------------------------------------- forward
 def block_forward(x, p, config, rope=None, ws=None, drop=None, kv=None, pos=0, probs_out=None,
-                  buffers=None):
+                  buffers=None, window=None):
     """One block on x (B, T, C), updated in place; returns ``(x, cache)``.
 
     Parameters
@@ -147,6 +162,8 @@ def block_forward(x, p, config, rope=None, ws=None, drop=None, kv=None, pos=0, p
     buffers : TrainBuffers, optional
         Training (no ``ws``): this layer's outputs and caches are written into these reused
         arrays (their names are this layer's own: keep one instance per layer).
+    window : int, optional
+        This layer's sliding window (``config.layer_window(layer)``); None = full causal.
 
     Returns
     -------
@@ -167,11 +184,9 @@ def block_forward(x, p, config, rope=None, ws=None, drop=None, kv=None, pos=0, p
     True
     """
     q, k, v, c_pre = pre_attention(x, p, config, rope, ws, pos, buffers)
-    y, c_a = _attend(q, k, v, config, ws, kv, pos, probs_out, buffers)
+    y, c_a = _attend(q, k, v, config, ws, kv, pos, probs_out, buffers, window)
     x, c_post = post_attention(x, y, p, config, ws, drop, buffers)
-    c_n1, c_qkv = c_pre
-    c_o, c_d1, c_n2, c_mlp, c_d2 = c_post
-    return x, (c_n1, (c_qkv, c_a, c_o), c_d1, c_n2, c_mlp, c_d2)
+    return x, (c_pre, c_a, c_post)
 
 
 def pre_attention(x, p, config, rope=None, ws=None, pos=0, buffers=None):
@@ -183,17 +198,50 @@ def pre_attention(x, p, config, rope=None, ws=None, pos=0, buffers=None):
     views of its rows. Returns q (B, H, T, hd), k, v (B, Hkv, T, hd) and the cache
     (norm_1's, the product's) for :func:`block_backward`.
     """
-    h, c_n1 = norm_forward(x, p, "ln_1", config, _buf(ws, "h"), buffers=buffers)
+    h, c_n1 = _pre_norm(x, p, "ln_1", config, ws, buffers)
     B, T = h.shape[:2]
     w_qkv = p["attn.c_attn.w"]
     qkv, c_qkv = nn.linear_forward(h, w_qkv, p.get("attn.c_attn.b"),
                                    out=_take(ws, "qkv", buffers, "qkv", (B, T, w_qkv.shape[1])))
+    c_qk = _qk_norm_forward(qkv, p, config, ws is not None, buffers)
     q, k, v = split_qkv(qkv, config.n_head, config.kv_heads)  # (B, H|Hkv, T, hd) views
     if rope is not None:
         cos, sin = rope[0][pos:pos + T], rope[1][pos:pos + T]  # (T, r)
         q = nn.rotary_forward(q, cos, sin, out=_take(ws, "q", buffers, "q", q.shape))  # (B, H, T, hd)
         k = nn.rotary_forward(k, cos, sin, out=_take(ws, "k", buffers, "k", k.shape))
-    return q, k, v, (c_n1, c_qkv)
+    return q, k, v, (c_n1, c_qkv, c_qk)
+
+
+def _pre_norm(x, p, name, config, ws, buffers):
+    """The norm before attention or the MLP; without one (``block_norms="post"``) the input
+    itself (a copy in training, where x changes before the backward reads it)."""
+    if f"{name}.g" in p:
+        return norm_forward(x, p, name, config, _buf(ws, "h"), buffers=buffers)
+    if ws is not None:
+        return x, None
+    h = np.empty_like(x) if buffers is None else buffers(f"{name}.in", x.shape)
+    np.copyto(h, x)
+    return h, None
+
+
+def _qk_norm_forward(qkv, p, config, inference: bool, buffers=None):
+    """RMSNorm of the query and key columns of qkv (B, T, Q + 2K), in place: per head
+    (``qk_norm="head"``, over hd) or over all heads at once (``"all"``); the caches
+    (None in ``inference``)."""
+    if config.qk_norm is None:
+        return None
+    B, T = qkv.shape[:2]
+    hd, eps = config.head_dim, config.layer_norm_epsilon
+    nq, nk = config.n_head * hd, config.kv_heads * hd
+    caches = []
+    for name, lo, width in (("q_norm", 0, nq), ("k_norm", nq, nk)):
+        part = qkv[..., lo:lo + width]  # (B, T, width) view
+        if config.qk_norm == "head":
+            part = part.reshape(B, T, width // hd, hd)
+        xhat = None if inference else np.empty(part.shape, qkv.dtype) if buffers is None else \
+            buffers(f"{name}.xhat", part.shape)
+        caches.append(nn.rms_norm_forward(part, p[f"attn.{name}.g"], eps, out=part, xhat_out=xhat)[1])
+    return caches
 
 
 def post_attention(x, y, p, config, ws=None, drop=None, buffers=None):
@@ -207,16 +255,26 @@ def post_attention(x, y, p, config, ws=None, drop=None, buffers=None):
     w_o = p["attn.c_proj.w"]
     a, c_o = nn.linear_forward(y, w_o, p.get("attn.c_proj.b"),
                                out=_take(ws, "a", buffers, "a", (B, T, w_o.shape[1])))
+    a, c_pa = _post_norm(a, p, "ln_attn", config, ws, buffers)
     a, c_d1 = nn.dropout_forward(a, config.dropout, drop)
     if not config.parallel_residual:
         x += a
-    h, c_n2 = norm_forward(x, p, "ln_2", config, _buf(ws, "h"), buffers=buffers)
+    h, c_n2 = _pre_norm(x, p, "ln_2", config, ws, buffers)
     m, c_mlp = _mlp_forward(h, p, config, ws, buffers)
+    m, c_pm = _post_norm(m, p, "ln_mlp", config, ws, buffers)
     m, c_d2 = nn.dropout_forward(m, config.dropout, drop)
     if config.parallel_residual:
         x += a
     x += m
-    return x, (c_o, c_d1, c_n2, c_mlp, c_d2)
+    return x, (c_o, c_pa, c_d1, c_n2, c_mlp, c_pm, c_d2)
+
+
+def _post_norm(a, p, name, config, ws, buffers):
+    """The norm of a sublayer's output before the residual add (Gemma, OLMo 2), in place
+    in inference (``ws``); ``a`` itself where the block has none."""
+    if f"{name}.g" not in p:
+        return a, None
+    return norm_forward(a, p, name, config, out=None if ws is None else a, buffers=buffers)
 
 
 def norm_forward(x, p, name: str, config, out=None, buffers=None):
@@ -242,20 +300,39 @@ def norm_forward(x, p, name: str, config, out=None, buffers=None):
                                  out=out, xhat_out=out)
 
 
-def _attend(q, k, v, config, ws, kv, pos, probs_out, buffers=None):
+def _attend(q, k, v, config, ws, kv, pos, probs_out, buffers=None, window=None):
     """Causal attention of q over k, v (through the key/value cache ``kv`` when given):
     the values y (B, T, H hd) and the cache of :func:`~seqprob.nn.grouped_attention_forward`."""
     B, H, T = q.shape[:3]
-    if kv is not None:
+    if kv is not None and _is_ring(kv, window, pos + T):
+        _fill_ring(kv, k, v, pos)  # the queries attend over their own keys (a prefill from 0)
+    elif kv is not None:
         K, V = kv  # (Hkv, block, hd)
         K[:, pos:pos + T], V[:, pos:pos + T] = k[0], v[0]
         k, v = K[None, :, :pos + T], V[None, :, :pos + T]  # (1, Hkv, P, hd)
+    options = dict(scale=config.scale, window=window, softcap=config.attn_softcap)
     if ws is not None and probs_out is None:  # inference: no probabilities, no (B, H, T, T) array
-        return nn.causal_attention_inference(q, k, v, out=ws["y"], q_block=Q_BLOCK), None
+        return nn.causal_attention_inference(q, k, v, out=ws["y"], q_block=Q_BLOCK, **options), None
     if probs_out is None and buffers is not None and kv is None:
         probs_out = buffers("probs", (B, H, T, T))
     return nn.grouped_attention_forward(q, k, v, out=_take(ws, "y", buffers, "y", (B, T, q.shape[-1] * H)),
-                                        probs_out=probs_out, q_block=Q_BLOCK)
+                                        probs_out=probs_out, q_block=Q_BLOCK, **options)
+
+
+def _is_ring(kv, window, n: int) -> bool:
+    """Whether this layer's cache is a ring of ``window`` slots (a sliding layer keeps only
+    the keys it can still see: position p in slot p mod W) that ``n`` positions overflow."""
+    return window is not None and kv[0].shape[1] == window and n > window
+
+
+def _fill_ring(kv, k, v, pos: int) -> None:
+    """Write the last W of the prompt's keys and values k, v (1, Hkv, T, hd) into the ring."""
+    if pos:
+        raise ValueError("a ring cache is filled by a prefill from position 0")  # internal
+    K, V = kv
+    W, T = K.shape[1], k.shape[2]
+    for p in range(max(0, T - W), T):
+        K[:, p % W], V[:, p % W] = k[0, :, p], v[0, :, p]
 
 
 def _mlp_forward(h, p, config, ws, buffers=None):
@@ -271,6 +348,8 @@ def _mlp_forward(h, p, config, ws, buffers=None):
         act, c_act = nn.gelu_forward(u, out=inplace, tanh_out=_take(ws, "t", buffers, "t", (B, T, F)))
     elif config.mlp == "gelu":
         act, c_act = nn.gelu_erf_forward(u, out=inplace)
+    elif config.mlp == "geglu_tanh":
+        act, c_act = nn.geglu_forward(u, out=_take(ws, "t", buffers, "act", (B, T, F)))
     else:
         act, c_act = nn.swiglu_forward(u, out=_take(ws, "t", buffers, "act", (B, T, F)),
                                        sig_out=None if buffers is None else buffers("sig", (B, T, F)))
@@ -288,9 +367,10 @@ def block_backward(dx, cache, g, config, rope=None, scratch=None):
     temporaries reuse its arrays and ``dx`` itself is updated and returned (the caller's
     running residual gradient); without it ``dx`` is left unchanged.
     """
-    c_n1, c_att, c_d1, c_n2, c_mlp, c_d2 = cache
-    dh = _mlp_backward(nn.dropout_backward(dx, c_d2), c_mlp, g, config, scratch)
-    d_norm = norm_backward(dh, c_n2, g, "ln_2", config, out=None if scratch is None else dh)
+    (c_n1, c_qkv, c_qk), c_a, (c_o, c_pa, c_d1, c_n2, c_mlp, c_pm, c_d2) = cache
+    dm = _post_norm_backward(nn.dropout_backward(dx, c_d2), c_pm, g, "ln_mlp", config, scratch)
+    dh = _mlp_backward(dm, c_mlp, g, config, scratch)
+    d_norm = _pre_norm_backward(dh, c_n2, g, "ln_2", config, scratch)
     if config.parallel_residual:
         da, dx = dx, dx + d_norm
     elif scratch is None:
@@ -299,9 +379,25 @@ def block_backward(dx, cache, g, config, rope=None, scratch=None):
     else:
         dx += d_norm
         da = dx
-    dh = _attention_backward(nn.dropout_backward(da, c_d1), c_att, g, config, rope, scratch)
-    dx += norm_backward(dh, c_n1, g, "ln_1", config, out=None if scratch is None else dh)
+    da = _post_norm_backward(da, c_pa, g, "ln_attn", config, scratch)
+    dh = _attention_backward(nn.dropout_backward(da, c_d1), (c_qkv, c_qk, c_a, c_o), g, config, rope, scratch)
+    dx += _pre_norm_backward(dh, c_n1, g, "ln_1", config, scratch)
     return dx
+
+
+def _pre_norm_backward(dh, cache, g, name, config, scratch):
+    """Gradient through :func:`_pre_norm` (the identity where the block has no such norm)."""
+    if f"{name}.g" not in g:
+        return dh
+    return norm_backward(dh, cache, g, name, config, out=None if scratch is None else dh)
+
+
+def _post_norm_backward(da, cache, g, name, config, scratch):
+    """Gradient through :func:`_post_norm`, into a new array (``da`` is the residual's)."""
+    if f"{name}.g" not in g:
+        return da
+    return norm_backward(da, cache, g, name, config,
+                         out=None if scratch is None else scratch(f"d.{name}", da.shape))
 
 
 def norm_backward(dy, cache, g, name: str, config, out=None):
@@ -322,7 +418,7 @@ def _scratch(scratch, name, shape, dtype):
 
 
 def _attention_backward(da, cache, g, config, rope, scratch=None):
-    c_qkv, c_a, c_o = cache
+    c_qkv, c_qk, c_a, c_o = cache
     B, T, C = da.shape
     w_qkv, w_o = g["attn.c_attn.w"], g["attn.c_proj.w"]
     dy, _, _ = nn.linear_backward(da, c_o, w_o, g.get("attn.c_proj.b"),
@@ -337,9 +433,24 @@ def _attention_backward(da, cache, g, config, rope, scratch=None):
         cos, sin = rope[0][:T], rope[1][:T]
         nn.rotary_backward(dq, cos, sin, out=vq)
         nn.rotary_backward(dk, cos, sin, out=vk)
+    _qk_norm_backward(dqkv, c_qk, g, config)
     dh, _, _ = nn.linear_backward(dqkv, c_qkv, w_qkv, g.get("attn.c_attn.b"),
                                   dx_out=None if scratch is None else scratch("d.h", (B, T, C)))
     return dh
+
+
+def _qk_norm_backward(dqkv, caches, g, config) -> None:
+    """Gradient through :func:`_qk_norm_forward`, in place on the q and k columns of dqkv."""
+    if config.qk_norm is None:
+        return
+    B, T = dqkv.shape[:2]
+    hd = config.head_dim
+    nq, nk = config.n_head * hd, config.kv_heads * hd
+    for name, lo, width, cache in (("q_norm", 0, nq, caches[0]), ("k_norm", nq, nk, caches[1])):
+        part = dqkv[..., lo:lo + width]
+        if config.qk_norm == "head":
+            part = part.reshape(B, T, width // hd, hd)
+        _, g[f"attn.{name}.g"][...] = nn.rms_norm_backward(part, cache, out=part)
 
 
 def _mlp_backward(dm, cache, g, config, scratch=None):
@@ -352,6 +463,8 @@ def _mlp_backward(dm, cache, g, config, scratch=None):
         du = nn.gelu_backward(dact, c_act, out=None if scratch is None else dact)
     elif config.mlp == "gelu":
         du = nn.gelu_erf_backward(dact, c_act)
+    elif config.mlp == "geglu_tanh":
+        du = nn.geglu_backward(dact, c_act, out=None if scratch is None else scratch("d.u", (B, T, w_up.shape[1])))
     else:
         du = nn.swiglu_backward(dact, c_act, out=None if scratch is None else scratch("d.u", (B, T, w_up.shape[1])))
     dh, _, _ = nn.linear_backward(du, c_fc, w_up, g.get("mlp.c_fc.b"),
@@ -377,16 +490,28 @@ class RowParams(NamedTuple):
     b_up: np.ndarray | None
     w_down: np.ndarray
     b_down: np.ndarray | None
+    q_norm_g: np.ndarray | None = None
+    k_norm_g: np.ndarray | None = None
+    ln_attn_g: np.ndarray | None = None
+    ln_attn_b: np.ndarray | None = None
+    ln_mlp_g: np.ndarray | None = None
+    ln_mlp_b: np.ndarray | None = None
+    rope: tuple | None = None
+    window: int | None = None
 
     @classmethod
-    def of(cls, p: dict) -> "RowParams":
-        """The fields of a per-block parameter dict (keys of :func:`~seqprob.gpt.params.block_shapes`)."""
-        return cls(ln_1_g=p["ln_1.g"], ln_1_b=p.get("ln_1.b"),
+    def of(cls, p: dict, rope=None, window=None) -> "RowParams":
+        """The fields of a per-block parameter dict (keys of :func:`~seqprob.gpt.params.block_shapes`),
+        with this layer's rotary tables ``rope`` (None: no rotary positions) and sliding ``window``."""
+        return cls(ln_1_g=p.get("ln_1.g"), ln_1_b=p.get("ln_1.b"),
                    w_qkv=p["attn.c_attn.w"], b_qkv=p.get("attn.c_attn.b"),
                    w_o=p["attn.c_proj.w"], b_o=p.get("attn.c_proj.b"),
-                   ln_2_g=p["ln_2.g"], ln_2_b=p.get("ln_2.b"),
+                   ln_2_g=p.get("ln_2.g"), ln_2_b=p.get("ln_2.b"),
                    w_up=p["mlp.c_fc.w"], b_up=p.get("mlp.c_fc.b"),
-                   w_down=p["mlp.c_proj.w"], b_down=p.get("mlp.c_proj.b"))
+                   w_down=p["mlp.c_proj.w"], b_down=p.get("mlp.c_proj.b"),
+                   q_norm_g=p.get("attn.q_norm.g"), k_norm_g=p.get("attn.k_norm.g"),
+                   ln_attn_g=p.get("ln_attn.g"), ln_attn_b=p.get("ln_attn.b"),
+                   ln_mlp_g=p.get("ln_mlp.g"), ln_mlp_b=p.get("ln_mlp.b"), rope=rope, window=window)
 
 
 class RowWorkspace:
@@ -397,11 +522,10 @@ class RowWorkspace:
     config : GPTConfig
     dtype : numpy dtype
         The model's float type.
-    rope : (cos, sin), optional
-        Tables of :func:`seqprob.gpt.rope.rope_tables` (rotary configs).
 
     Notes
     -----
+    Each layer's rotary tables and window come with its :class:`RowParams`.
     ``q``, ``k``, ``v`` are views into ``qkv`` (the fused projection); ``qk`` is its
     ``[q | k]`` part as ``(H + Hkv, hd)`` rows, rotated into ``qk_rot`` with rotary positions;
     ``x`` is the caller's residual row, ``s`` the scores over up to ``block_size`` slots (flat:
@@ -410,14 +534,15 @@ class RowWorkspace:
     """
 
     __slots__ = ("x", "h", "tmp", "ones", "qkv", "q", "k", "v", "qk", "qk_rot", "q_rot", "k_rot",
-                 "s", "s_max", "e", "y", "y3", "a", "u", "t", "m", "rms", "eps", "mlp", "parallel", "rope",
-                 "scale")
+                 "s", "s_max", "e", "y", "y3", "a", "u", "t", "m", "rms", "eps", "mlp", "parallel",
+                 "scale", "softcap", "qk_norm", "nq", "nk", "hd")
 
-    def __init__(self, config, dtype, rope=None):
+    def __init__(self, config, dtype):
         C, H, Hkv, hd, F = (config.n_embd, config.n_head, config.kv_heads, config.head_dim,
                             config.mlp_width)
         nq, nk = H * hd, Hkv * hd
-        self.x, self.h, self.tmp, self.y, self.a, self.m = (np.empty(C, dtype) for _ in range(6))
+        self.x, self.h, self.tmp, self.a, self.m = (np.empty(C, dtype) for _ in range(5))
+        self.y = np.empty(nq, dtype)  # the heads' values, concatenated
         self.qkv = np.empty(nq + 2 * nk, dtype)  # [q | k | v]
         self.q = self.qkv[:nq].reshape(Hkv, H // Hkv, hd)  # query heads grouped by kv head
         self.k = self.qkv[nq:nq + nk].reshape(Hkv, hd)
@@ -431,11 +556,12 @@ class RowWorkspace:
         self.s_max = np.empty((Hkv, H // Hkv, 1), dtype)  # per-head max, then per-head sum
         self.e = np.empty(config.vocab_size, dtype)  # exponentials of the log-softmax over V
         self.y3 = self.y.reshape(Hkv, H // Hkv, hd)
-        self.u = np.empty(2 * F if config.mlp == "swiglu" else F, dtype)
+        self.u = np.empty(2 * F if config.mlp in ("swiglu", "geglu_tanh") else F, dtype)
         self.t = np.empty(F, dtype)
         self.rms, self.eps = config.norm == "rmsnorm", config.layer_norm_epsilon
         self.mlp, self.parallel = config.mlp, config.parallel_residual
-        self.rope, self.scale = rope, 1.0 / math.sqrt(hd)
+        self.scale, self.softcap = config.scale, config.attn_softcap
+        self.qk_norm, self.nq, self.nk, self.hd = config.qk_norm, nq, nk, hd
 
 
 def block_step(x, L: RowParams, K, V, pos: int, ws: RowWorkspace):
@@ -465,15 +591,15 @@ def block_step(x, L: RowParams, K, V, pos: int, ws: RowWorkspace):
     >>> bool(np.allclose(row, full[0, 0], atol=1e-12))
     True
     """
-    h = norm_row(x, L.ln_1_g, L.ln_1_b, ws)
-    a = _attention_row(h, L, K, V, pos, ws)
-    if ws.parallel:
-        h = norm_row(x, L.ln_2_g, L.ln_2_b, ws)  # before the attention is added
+    h = x if L.ln_1_g is None else norm_row(x, L.ln_1_g, L.ln_1_b, ws)
+    a = _post_norm_row(_attention_row(h, L, K, V, pos, ws), L.ln_attn_g, L.ln_attn_b, ws)
+    if ws.parallel:  # the MLP reads x before the attention is added
+        m = _mlp_row(x if L.ln_2_g is None else norm_row(x, L.ln_2_g, L.ln_2_b, ws), L, ws)
         x += a
     else:
         x += a
-        h = norm_row(x, L.ln_2_g, L.ln_2_b, ws)
-    x += _mlp_row(h, L, ws)
+        m = _mlp_row(x if L.ln_2_g is None else norm_row(x, L.ln_2_g, L.ln_2_b, ws), L, ws)
+    x += _post_norm_row(m, L.ln_mlp_g, L.ln_mlp_b, ws)
     return x
 
 
@@ -484,26 +610,54 @@ def norm_row(x, g, b, ws: RowWorkspace):
     return nn.layer_norm_row(x, g, b, ws.eps, out=ws.h, tmp=ws.tmp, ones=ws.ones)
 
 
+def _post_norm_row(a, g, b, ws):
+    """The norm of a sublayer's output row a (C,) in place (Gemma, OLMo 2); a itself if none."""
+    if g is None:
+        return a
+    if ws.rms:
+        return nn.rms_norm_row(a, g, ws.eps, out=a, tmp=ws.tmp)
+    a[...] = nn.layer_norm_row(a, g, b, ws.eps, out=ws.h, tmp=ws.tmp, ones=ws.ones)
+    return a
+
+
+def _qk_norm_row(L, ws) -> None:
+    """:func:`_qk_norm_forward` of the one row's query and key columns, in place."""
+    for g, lo, width in ((L.q_norm_g, 0, ws.nq), (L.k_norm_g, ws.nq, ws.nk)):
+        part = ws.qkv[lo:lo + width]
+        if ws.qk_norm == "head":
+            part = part.reshape(width // ws.hd, ws.hd)
+        nn.rms_norm_forward(part, g, ws.eps, out=part)
+
+
 def _attention_row(h, L, K, V, pos, ws):
     qkv = np.dot(h, L.w_qkv, out=ws.qkv)  # (3C,) for multi-head attention
     if L.b_qkv is not None:
         qkv += L.b_qkv
+    if L.q_norm_g is not None:
+        _qk_norm_row(L, ws)
     q, k = ws.q, ws.k
-    if ws.rope is not None:
-        cos, sin = ws.rope
+    if L.rope is not None:
+        cos, sin = L.rope
         q, k = ws.q_rot, ws.k_rot
         nn.rotary_forward(ws.qk, cos[pos], sin[pos], out=ws.qk_rot)  # (H + Hkv, hd)
-    K[:, pos], V[:, pos] = k, ws.v
-    n = pos + 1
+    if L.window is not None and K.shape[1] == L.window:  # a ring: every filled slot is seen
+        K[:, pos % L.window], V[:, pos % L.window] = k, ws.v
+        lo, hi = 0, min(pos + 1, L.window)
+    else:
+        K[:, pos], V[:, pos] = k, ws.v
+        lo, hi = (0 if L.window is None else max(0, pos + 1 - L.window)), pos + 1  # the slots it sees
+    n = hi - lo
     Hkv, G = ws.s_max.shape[:2]
     s = ws.s[:Hkv * G * n].reshape(Hkv, G, n)  # contiguous
-    np.matmul(q, K[:, :n].transpose(0, 2, 1), out=s)
+    np.matmul(q, K[:, lo:hi].transpose(0, 2, 1), out=s)
     s *= ws.scale
+    if ws.softcap is not None:
+        nn.softcap_forward(s, ws.softcap, out=s)
     m = np.maximum.reduce(s, axis=2, keepdims=True, out=ws.s_max)  # (Hkv, G, 1)
     s -= m
     np.exp(s, out=s)
     s /= np.add.reduce(s, axis=2, keepdims=True, out=m)
-    np.matmul(s, V[:, :n], out=ws.y3)  # (Hkv, G, hd)
+    np.matmul(s, V[:, lo:hi], out=ws.y3)  # (Hkv, G, hd)
     a = np.dot(ws.y, L.w_o, out=ws.a)  # (C,)
     if L.b_o is not None:
         a += L.b_o
@@ -518,6 +672,8 @@ def _mlp_row(h, L, ws):
         act = nn.gelu_row_inplace(u, ws.t)
     elif ws.mlp == "gelu":
         act, _ = nn.gelu_erf_forward(u, out=u)
+    elif ws.mlp == "geglu_tanh":
+        act, _ = nn.geglu_forward(u, out=ws.t)  # (F,)
     else:
         act, _ = nn.swiglu_forward(u, out=ws.t)  # (F,)
     m = np.dot(act, L.w_down, out=ws.m)  # (C,)

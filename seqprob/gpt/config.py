@@ -29,9 +29,14 @@ PRESETS = {
 
 #: Upper limits of the integer sizes (a config past them is a typo or an attack, not a model).
 LIMITS = {"vocab_size": 2 ** 24, "block_size": 2 ** 20, "n_layer": 1024, "n_head": 4096,
-          "n_embd": 2 ** 17, "n_kv_head": 4096, "mlp_hidden": 2 ** 19}
+          "n_embd": 2 ** 17, "n_kv_head": 4096, "mlp_hidden": 2 ** 19, "head_size": 2 ** 14,
+          "sliding_window": 2 ** 20}
+_OPTIONAL_SIZES = ("n_kv_head", "mlp_hidden", "head_size", "sliding_window")
 NORMS = ("layernorm", "rmsnorm")
-MLPS = ("gelu_tanh", "gelu", "swiglu")
+MLPS = ("gelu_tanh", "gelu", "swiglu", "geglu_tanh")
+QK_NORMS = ("head", "all")
+BLOCK_NORMS = ("pre", "sandwich", "post")
+LAYER_TYPES = ("full", "sliding")
 POSITIONS = ("learned", "rotary")
 ROPE_SCALINGS = {"linear": ("factor",),
                  "llama3": ("factor", "low_freq_factor", "high_freq_factor",
@@ -87,6 +92,35 @@ class GPTConfig:
         Biases of the Q/K/V projections (Qwen2: True) and of the MLP; None = ``bias``.
     parallel_residual : bool
         x + attn(ln_1(x)) + mlp(ln_2(x)) (GPT-NeoX) instead of two sequential residual adds.
+    head_size : int, optional
+        Width of one attention head when it is not ``n_embd / n_head`` (Qwen3, Gemma: HF
+        ``head_dim``); the queries then have ``n_head * head_size`` dims and W_O maps them
+        back to ``n_embd``. None = ``n_embd / n_head``.
+    qk_norm : {None, "head", "all"}
+        RMSNorm of the queries and keys before RoPE: over each head's dims (Qwen3, Gemma 3)
+        or over all heads' dims at once (OLMo 2).
+    block_norms : {"pre", "sandwich", "post"}
+        Where the block's norms sit: before attention and MLP (GPT-2, Llama), before and
+        after them (Gemma 2/3: x += post(attn(pre(x)))), or only after them (OLMo 2:
+        x += post(attn(x))).
+    embed_scale : float
+        The embeddings are multiplied by this (Gemma: sqrt(n_embd), rounded to ``dtype``).
+    attn_scale : float, optional
+        Attention score scale; None = 1/sqrt(head_dim) (Gemma: query_pre_attn_scalar^-1/2).
+    attn_softcap, final_softcap : float, optional
+        Soft-capping c tanh(s / c) of the attention scores (before the mask) and of the
+        final logits (Gemma 2).
+    sliding_window : int, optional
+        W: a query at position i of a sliding layer sees the keys j with i - W < j <= i
+        (Mistral, Qwen2, Gemma); None = every earlier key.
+    layer_types : tuple of {"full", "sliding"}, optional
+        Per layer, whether it slides; None = every layer slides when ``sliding_window`` is
+        set. Stored as a tuple of ``n_layer`` names.
+    rope_local_theta : float, optional
+        RoPE base of the sliding layers, which then rotate without ``rope_scaling`` (Gemma 3);
+        None = the same RoPE in every layer.
+    nope_layers : tuple of int, optional
+        Layers that use no positions at all (SmolLM3's ``no_rope_layers`` set to 0).
 
     Notes
     -----
@@ -125,11 +159,22 @@ class GPTConfig:
     qkv_bias: bool | None = None
     mlp_bias: bool | None = None
     parallel_residual: bool = False
+    head_size: int | None = None
+    qk_norm: str | None = None
+    block_norms: str = "pre"
+    embed_scale: float = 1.0
+    attn_scale: float | None = None
+    attn_softcap: float | None = None
+    final_softcap: float | None = None
+    sliding_window: int | None = None
+    layer_types: tuple | None = None
+    rope_local_theta: float | None = None
+    nope_layers: tuple | None = None
 
     def __post_init__(self):
-        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "n_kv_head", "mlp_hidden"):
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", *_OPTIONAL_SIZES):
             _check_size(self, name)
-        if self.n_embd % self.n_head:
+        if self.n_embd % self.n_head and self.head_size is None:
             raise InputError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}",
                              value=self.n_embd, limit=self.n_head)
         if self.n_head % self.kv_heads:
@@ -140,6 +185,10 @@ class GPTConfig:
         _check_choice("norm", self.norm, NORMS)
         _check_choice("mlp", self.mlp, MLPS)
         _check_choice("positions", self.positions, POSITIONS)
+        _check_choice("block_norms", self.block_norms, BLOCK_NORMS)
+        if self.qk_norm is not None:
+            _check_choice("qk_norm", self.qk_norm, QK_NORMS)
+        self._check_modern()
         for name in ("bias", "tie_weights", "parallel_residual", "qkv_bias", "mlp_bias"):
             value = getattr(self, name)
             if not (isinstance(value, bool) or value is None and name in ("qkv_bias", "mlp_bias")):
@@ -152,6 +201,51 @@ class GPTConfig:
                 raise InputError(f"{name} must be a finite number > 0, got {value!r}", value=value)
         self._check_rotary()
         self._check_memory()
+
+    def _check_modern(self) -> None:
+        """The options of the newer families (Gemma, OLMo 2, Qwen3, SmolLM3, Mistral)."""
+        if not (_is_number(self.embed_scale) and math.isfinite(self.embed_scale) and self.embed_scale > 0):
+            raise InputError(f"embed_scale must be a finite number > 0, got {self.embed_scale!r}",
+                             value=self.embed_scale)
+        for name in ("attn_scale", "attn_softcap", "final_softcap", "rope_local_theta"):
+            value = getattr(self, name)
+            if value is not None and not (_is_number(value) and math.isfinite(value) and value > 0):
+                raise InputError(f"{name} must be None or a finite number > 0, got {value!r}", value=value)
+        types = self.layer_types
+        if types is not None:
+            types = tuple(types) if isinstance(types, (list, tuple)) else types
+            if not isinstance(types, tuple) or len(types) != self.n_layer or \
+                    any(t not in LAYER_TYPES for t in types):
+                raise InputError(f"layer_types must list one of {LAYER_TYPES} for each of the "
+                                 f"n_layer={self.n_layer} layers, got {self.layer_types!r:.80}",
+                                 value=self.layer_types, limit=self.n_layer)
+            if "sliding" in types and self.sliding_window is None:
+                raise InputError("layer_types has sliding layers but sliding_window is None",
+                                 value=types)
+            object.__setattr__(self, "layer_types", types)
+        nope = self.nope_layers
+        if nope is not None:
+            ok = isinstance(nope, (list, tuple)) and all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.n_layer for i in nope)
+            if not ok:
+                raise InputError(f"nope_layers must list layer indices in [0, {self.n_layer}), got "
+                                 f"{nope!r:.80}", value=nope, limit=self.n_layer)
+            object.__setattr__(self, "nope_layers", tuple(sorted(set(nope))))
+
+    def layer_slides(self, layer: int) -> bool:
+        """Whether ``layer`` attends through the sliding window."""
+        if self.sliding_window is None:
+            return False
+        return self.layer_types is None or self.layer_types[layer] == "sliding"
+
+    def layer_window(self, layer: int) -> int | None:
+        """The sliding window W of ``layer``, None when it sees every earlier key."""
+        return self.sliding_window if self.layer_slides(layer) else None
+
+    @property
+    def scale(self) -> float:
+        """The attention score scale: ``attn_scale``, else 1/sqrt(head_dim)."""
+        return 1.0 / math.sqrt(self.head_dim) if self.attn_scale is None else float(self.attn_scale)
 
     def _check_rotary(self) -> None:
         frac = self.rotary_fraction
@@ -208,13 +302,15 @@ class GPTConfig:
 
     @property
     def head_dim(self) -> int:
-        """Width of one attention head, n_embd / n_head."""
-        return self.n_embd // self.n_head
+        """Width of one attention head: ``head_size``, else n_embd / n_head."""
+        return self.n_embd // self.n_head if self.head_size is None else self.head_size
 
     def to_dict(self) -> dict:
         """Plain JSON-able dict of the fields (``rope_scaling`` as a dict)."""
         data = dataclasses.asdict(self)
         data["rope_scaling"] = None if self.rope_scaling is None else dict(self.rope_scaling)
+        for name in ("layer_types", "nope_layers"):
+            data[name] = None if data[name] is None else list(data[name])
         return data
 
     @classmethod
@@ -291,9 +387,10 @@ class GPTConfig:
 
     def _param_table(self) -> list[tuple]:
         d, L, V, F = self.n_embd, self.n_layer, self.vocab_size, self.mlp_width
-        dq, dkv = d, self.kv_heads * self.head_dim
+        dq, dkv = self.n_head * self.head_dim, self.kv_heads * self.head_dim
         bq, bm, bo = int(self.has_qkv_bias), int(self.has_mlp_bias), int(self.bias)
         norm = (1 + int(self.has_norm_bias)) * d
+        n_norms = {"pre": 2, "sandwich": 4, "post": 2}[self.block_norms] * L + 1
         rows = [("embedding W_E", f"{V} x {d}", 1, V * d)]
         if self.positions == "learned":
             rows.append(("positions W_pos", f"{self.block_size} x {d}", 1, self.block_size * d))
@@ -303,12 +400,15 @@ class GPTConfig:
             ("value W_V", f"{d} x {dkv}", L, d * dkv + bq * dkv),
             ("attention output W_O", f"{dq} x {d}", L, dq * d + bo * d),
         ]
-        if self.mlp == "swiglu":
+        if self.qk_norm is not None:
+            qn, kn = (self.head_dim, self.head_dim) if self.qk_norm == "head" else (dq, dkv)
+            rows.append(("query/key norms", f"{qn} + {kn}", L, qn + kn))
+        if self.mlp in ("swiglu", "geglu_tanh"):
             rows.append(("MLP gate W_gate", f"{d} x {F}", L, d * F + bm * F))
         rows += [
             ("MLP up W_in", f"{d} x {F}", L, d * F + bm * F),
             ("MLP down W_out", f"{F} x {d}", L, F * d + bm * d),
-            ("norms", f"{1 + int(self.has_norm_bias)} x {d}", 2 * L + 1, norm),
+            ("norms", f"{1 + int(self.has_norm_bias)} x {d}", n_norms, norm),
             ("unembedding W_U", f"{d} x {V}" + (" (tied to W_E)" if self.tie_weights else ""),
              0 if self.tie_weights else 1, d * V),
         ]
@@ -328,7 +428,7 @@ def _check_fields(cls, changes: dict, where: str) -> None:
 def _check_size(config, name: str) -> None:
     """Validate an integer size field in [1, LIMITS[name]] (None allowed for optional ones)."""
     value = getattr(config, name)
-    if value is None and name in ("n_kv_head", "mlp_hidden"):
+    if value is None and name in _OPTIONAL_SIZES:
         return
     if isinstance(value, bool) or not isinstance(value, int) and not _is_int_like(value):
         raise InputError(f"GPTConfig.{name} must be an integer, got {value!r}", value=value)

@@ -42,14 +42,17 @@ SMALL_GEMV = 1 << 20  # elements of the largest block matrix below which a step 
 class _Plan:
     """The arrays every step of a decoding branch reads, looked up once (at ``start``)."""
 
-    __slots__ = ("config", "dtype", "rope", "layers", "wte", "wpe", "ln_f_g", "ln_f_b", "w_u",
-                 "small", "owner")
+    __slots__ = ("config", "dtype", "layers", "wte", "wpe", "ln_f_g", "ln_f_b", "w_u",
+                 "small", "owner", "embed_scale", "softcap")
 
     def __init__(self, model):
         params = model.params
         self.owner = weakref.ref(model)  # a state steps only with the model that started it
-        self.config, self.dtype, self.rope = model.config, model.dtype, model._rope
-        self.layers = tuple(RowParams.of(p) for p in model._block_params)
+        cfg = self.config = model.config
+        self.dtype = model.dtype
+        self.layers = tuple(RowParams.of(p, model._ropes[i], cfg.layer_window(i))
+                            for i, p in enumerate(model._block_params))
+        self.embed_scale, self.softcap = cfg.embed_scale, cfg.final_softcap
         self.wte, self.wpe = params["wte"], params.get("wpe")  # (V, C), (block, C) or None
         self.ln_f_g, self.ln_f_b = params["ln_f.g"], params.get("ln_f.b")
         self.w_u = model._w_u  # (V, C)
@@ -59,21 +62,28 @@ class _Plan:
 
 class _KVCache:
     """Preallocated keys/values shared by the states of one decoding branch, with the
-    branch's :class:`_Plan` and this cache's own step buffers."""
+    branch's :class:`_Plan` and this cache's own step buffers. A sliding layer's keys and
+    values are a ring of W slots (position p in slot p mod W): the cache keeps only what the
+    window can still see; a state whose ring slots a later step overwrote (another branch)
+    is read again from its ids."""
 
     def __init__(self, plan: _Plan):
         config = plan.config
-        shape = (config.n_layer, config.kv_heads, config.block_size, config.head_dim)
-        self.k = allocate(shape, plan.dtype, "the key cache (layers, kv heads, block_size, head dim)")
-        self.v = allocate(shape, plan.dtype, "the value cache (layers, kv heads, block_size, head dim)")
+        self.k, self.v = [], []
+        for layer in plan.layers:  # a sliding layer keeps its window only: a ring of W slots
+            slots = config.block_size if layer.window is None else min(layer.window, config.block_size)
+            shape = (config.kv_heads, slots, config.head_dim)
+            self.k.append(allocate(shape, plan.dtype, "the key cache (kv heads, slots, head dim) of a layer"))
+            self.v.append(allocate(shape, plan.dtype, "the value cache (kv heads, slots, head dim) of a layer"))
+        self.rings = any(k.shape[1] < config.block_size for k in self.k)
         self.ids = np.zeros(config.block_size, dtype=np.int64)
         self.length = 0  # slots written so far; a state may own a shorter prefix
         self._bind(plan)
 
     def _bind(self, plan: _Plan) -> None:
         self.plan = plan
-        self.ws = RowWorkspace(plan.config, plan.dtype, plan.rope)
-        self.kv = tuple(zip(self.k, self.v))  # per layer (K, V), each (Hkv, block, hd)
+        self.ws = RowWorkspace(plan.config, plan.dtype)
+        self.kv = tuple(zip(self.k, self.v))  # per layer (K, V), each (Hkv, block or window, hd)
 
     def layer(self, index: int) -> tuple:
         """(K, V) of one layer, each (Hkv, block, hd)."""
@@ -81,7 +91,8 @@ class _KVCache:
 
     def fork(self, length: int) -> "_KVCache":
         new = object.__new__(_KVCache)
-        new.k, new.v, new.ids = self.k.copy(), self.v.copy(), self.ids.copy()
+        new.k, new.v = [k.copy() for k in self.k], [v.copy() for v in self.v]
+        new.ids, new.rings = self.ids.copy(), self.rings
         new.length = length
         new._bind(self.plan)
         return new
@@ -145,6 +156,8 @@ def step(model, state: GPTState, token_id) -> GPTState:
         ctx = np.append(cache.ids[1:pos], tok)
         return start_ids(model, ctx, state.n_seen + 1)
     if cache.length != pos:
+        if cache.rings:  # another branch's steps overwrote ring slots this state still reads
+            return start_ids(model, np.append(cache.ids[:pos], tok), state.n_seen + 1)
         cache = cache.fork(pos)
     if cache.plan.small:
         with _parallel.one_blas_thread:
@@ -159,7 +172,7 @@ def decode_one(cache: _KVCache, pos: int, tok: int) -> np.ndarray:
     """Token ``tok`` at position ``pos`` through every block (keys/values written at slot
     ``pos``), then log-softmax(ln_f(x) W_Uᵀ): a new (V,) row of log-probabilities."""
     plan, ws = cache.plan, cache.ws
-    x = embed_row(ws.x, plan.wte, plan.wpe, tok, pos)  # (C,)
+    x = embed_row(ws.x, plan.wte, plan.wpe, tok, pos, plan.embed_scale)  # (C,)
     for layer, (K, V) in zip(plan.layers, cache.kv):
         block_step(x, layer, K, V, pos, ws)
     return unembed_row(plan, norm_row(x, plan.ln_f_g, plan.ln_f_b, ws), ws.e)
@@ -168,6 +181,9 @@ def decode_one(cache: _KVCache, pos: int, tok: int) -> np.ndarray:
 def unembed_row(plan: _Plan, h: np.ndarray, tmp: np.ndarray | None = None) -> np.ndarray:
     """log-softmax(W_U h) of one final-normed row h (C,): a new (V,) array (``tmp`` (V,): an
     optional scratch buffer)."""
-    return nn.log_softmax_row(np.dot(plan.w_u, h), tmp)  # (V,)
+    u = np.dot(plan.w_u, h)  # (V,)
+    if plan.softcap is not None:
+        nn.softcap_forward(u, plan.softcap, out=u)
+    return nn.log_softmax_row(u, tmp)
 
 

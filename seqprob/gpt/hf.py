@@ -37,7 +37,23 @@ _LN_SUFFIX = {"weight": "g", "bias": "b"}
 
 #: model_type -> the HF class it names (``architectures`` entries are accepted too).
 ARCHITECTURES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
-                 "qwen2": "Qwen2ForCausalLM", "gpt_neox": "GPTNeoXForCausalLM"}
+                 "qwen2": "Qwen2ForCausalLM", "gpt_neox": "GPTNeoXForCausalLM", "qwen3": "Qwen3ForCausalLM",
+                 "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM", "olmo2": "Olmo2ForCausalLM",
+                 "phi3": "Phi3ForCausalLM", "smollm3": "SmolLM3ForCausalLM"}
+
+#: What each family of the Llama lineage changes in the one block (see the models page):
+#: norms ("pre" / "sandwich" / "post"), q/k norm, Gemma's (1 + w) norm gains and sqrt(d)
+#: embedding scale, which layers slide by default, fused projections (Phi-3).
+_FAMILIES = {
+    "llama": {}, "mistral": {"slides": "all"}, "qwen2": {"qkv_bias": True, "slides": "max_window_layers"},
+    "qwen3": {"qk_norm": "head", "slides": "max_window_layers"},
+    "gemma2": {"block_norms": "sandwich", "gemma": True, "slides": "alternate"},
+    "gemma3_text": {"block_norms": "sandwich", "gemma": True, "qk_norm": "head", "slides": "pattern"},
+    "olmo2": {"block_norms": "post", "qk_norm": "all"},
+    "phi3": {"fused": True, "slides": "all"},
+    "smollm3": {"slides": "max_window_layers"},
+}
+_LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding"}
 
 
 # ----------------------------------------------------------------------------- config.json
@@ -55,6 +71,10 @@ def _kind(hf: dict) -> str:
             raise CheckpointError(f"config.json names no supported architecture (architectures={archs!r}); "
                                   f"seqprob reads {sorted(ARCHITECTURES.values())} (see {docs_url('models')})",
                                   value=archs)
+    if kind == "gemma3":
+        raise CheckpointError("config.json describes a Gemma 3 vision-language model (model_type='gemma3'): "
+                              "seqprob reads the text-only Gemma3ForCausalLM checkpoints (model_type="
+                              "'gemma3_text', e.g. google/gemma-3-270m, gemma-3-1b-pt)", value=kind)
     if kind not in ARCHITECTURES:
         raise CheckpointError(f"unsupported architecture model_type={kind!r}: seqprob reads "
                               f"{sorted(ARCHITECTURES)} (see {docs_url('models')})", value=kind)
@@ -91,13 +111,24 @@ def _flag(hf: dict, key: str, default: bool, kind: str = "") -> bool:
 
 def _rope(hf: dict, kind: str) -> dict:
     """RoPE fields of either config dialect -> GPTConfig keywords (NeoX's default fraction is
-    0.25, as in transformers)."""
+    0.25, as in transformers); Gemma 3's per-layer-type RoPE (5.x ``rope_parameters`` keyed
+    by layer type, 4.x ``rope_local_base_freq``) becomes ``rope_local_theta``."""
     params = hf.get("rope_parameters") or {}
     if not isinstance(params, dict):
         raise CheckpointError(f"config.json ({kind}) rope_parameters must be an object, got {params!r}")
+    local = hf.get("rope_local_base_freq")
     if params and all(isinstance(v, dict) for v in params.values()):
-        raise CheckpointError(f"config.json ({kind}) has per-layer-type rope_parameters {sorted(params)}: "
-                              "seqprob has one RoPE for every layer")
+        unknown = sorted(set(params) - {"full_attention", "sliding_attention"})
+        if unknown:
+            raise CheckpointError(f"config.json ({kind}) has rope_parameters for layer types {unknown}: "
+                                  "seqprob knows 'full_attention' and 'sliding_attention'", option="rope_parameters")
+        sliding = params.get("sliding_attention")
+        if sliding is not None and sliding.get("rope_type", "default") != "default":
+            raise CheckpointError(f"config.json ({kind}) scales the RoPE of the sliding layers "
+                                  f"({sliding.get('rope_type')!r}): seqprob scales only the full ones",
+                                  option="rope_parameters")
+        local = None if sliding is None else sliding.get("rope_theta", local)
+        params = params.get("full_attention") or {}
     theta = _num({**hf, **params}, "rope_theta", hf.get("rotary_emb_base", 10000.0), kind)
     frac_keys = {**hf, **params}
     frac = _num(frac_keys, "partial_rotary_factor", hf.get("rotary_pct", 0.25 if kind == "gpt_neox" else 1.0), kind)
@@ -111,29 +142,47 @@ def _rope(hf: dict, kind: str) -> dict:
         if rtype not in ("default", "linear", "llama3"):
             raise CheckpointError(f"config.json ({kind}) rope scaling type {rtype!r} is not supported: "
                                   "seqprob implements 'default', 'linear' and 'llama3'", value=rtype)
-    return dict(positions="rotary", rope_theta=theta, rotary_fraction=frac, rope_scaling=scaling)
+    out = dict(positions="rotary", rope_theta=theta, rotary_fraction=frac, rope_scaling=scaling)
+    if local is not None:
+        out["rope_local_theta"] = _num({"rope_local_base_freq": local}, "rope_local_base_freq", None, kind)
+    return out
 
 
-def _refuse_sliding_window(hf: dict, kind: str, block: int) -> None:
-    window = hf.get("sliding_window")
-    types = hf.get("layer_types") or []
-    if not isinstance(types, list):
-        raise CheckpointError(f"config.json's layer_types must be a list, got {types!r:.60}",
-                              option="layer_types")
-    on = hf.get("use_sliding_window", kind == "mistral")
-    if (on and window is not None and (not isinstance(window, int) or window < block)) or \
-            "sliding_attention" in types:
-        raise CheckpointError(f"config.json ({kind}) turns on sliding-window attention "
-                              f"(sliding_window={window!r}): seqprob attends over the whole context "
-                              "and lacks that option", option="sliding_window")
+def _windows(hf: dict, kind: str, n_layer: int) -> dict:
+    """Sliding-window fields: ``layer_types`` when config.json lists them, else the family's
+    rule (Mistral and Phi-3: every layer; Qwen: layers from ``max_window_layers`` on when
+    ``use_sliding_window``; Gemma 2: every other layer from the first; Gemma 3: all but
+    every ``sliding_window_pattern``-th)."""
+    window, types = hf.get("sliding_window"), hf.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != n_layer or any(t not in _LAYER_TYPES for t in types):
+            raise CheckpointError(f"config.json ({kind}) layer_types must list 'full_attention' or "
+                                  f"'sliding_attention' for each of the {n_layer} layers, got {types!r:.80}",
+                                  option="layer_types")
+        types = [_LAYER_TYPES[t] for t in types]
+    else:
+        types = _default_layer_types(hf, kind, n_layer)
+    if window is None or "sliding" not in types:
+        return {}
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise CheckpointError(f"config.json ({kind}) sliding_window must be an integer >= 1, got {window!r}",
+                              option="sliding_window")
+    return dict(sliding_window=window, layer_types=tuple(types))
 
 
-def _head_dim_check(hf: dict, kind: str, n_embd: int, n_head: int) -> None:
-    head_dim = hf.get("head_dim")
-    if head_dim is not None and n_head and head_dim != n_embd // max(n_head, 1):
-        raise CheckpointError(f"config.json ({kind}) head_dim={head_dim!r} differs from hidden_size / "
-                              f"num_attention_heads = {n_embd}/{n_head}: seqprob lacks that option",
-                              option="head_dim")
+def _default_layer_types(hf: dict, kind: str, n_layer: int) -> list:
+    rule = _FAMILIES.get(kind, {}).get("slides")
+    if rule == "all":
+        return ["sliding"] * n_layer
+    if rule == "alternate":
+        return ["sliding" if i % 2 == 0 else "full" for i in range(n_layer)]
+    if rule == "pattern":
+        every = _int(hf, "sliding_window_pattern", 6, kind)
+        return ["full" if (i + 1) % every == 0 else "sliding" for i in range(n_layer)]
+    if rule == "max_window_layers" and _flag(hf, "use_sliding_window", False, kind):
+        first = _int(hf, "max_window_layers", n_layer, kind)
+        return ["sliding" if i >= first else "full" for i in range(n_layer)]
+    return ["full"] * n_layer
 
 
 def _gpt2_config(hf: dict) -> dict:
@@ -160,8 +209,9 @@ def _gpt2_config(hf: dict) -> dict:
 
 def _common(hf: dict, kind: str) -> dict:
     n_embd, n_head = _int(hf, "hidden_size", kind=kind), _int(hf, "num_attention_heads", kind=kind)
-    _head_dim_check(hf, kind, n_embd, n_head)
-    return dict(vocab_size=_int(hf, "vocab_size", kind=kind),
+    head_dim = hf.get("head_dim")
+    head_size = None if head_dim is None or head_dim * n_head == n_embd else _int(hf, "head_dim", kind=kind)
+    return dict(head_size=head_size, vocab_size=_int(hf, "vocab_size", kind=kind),
                 block_size=_int(hf, "max_position_embeddings", kind=kind),
                 n_layer=_int(hf, "num_hidden_layers", kind=kind), n_head=n_head, n_embd=n_embd,
                 mlp_hidden=_int(hf, "intermediate_size", kind=kind),
@@ -169,18 +219,52 @@ def _common(hf: dict, kind: str) -> dict:
 
 
 def _llama_config(hf: dict, kind: str) -> dict:
-    act = hf.get("hidden_act", "silu")
-    if act != "silu":
-        raise CheckpointError(f"config.json ({kind}) hidden_act={act!r} is not supported: seqprob's "
-                              "SwiGLU uses silu", value=act)
+    """The Llama lineage: Llama, Mistral, Qwen2/3, Gemma 2/3, OLMo 2, Phi-3, SmolLM3."""
+    family = _FAMILIES[kind]
+    act = hf.get("hidden_activation") or hf.get("hidden_act", "silu")
+    mlps = {"silu": "swiglu", **{name: "geglu_tanh" for name in _TANH_GELUS}}
+    if act not in mlps:
+        raise CheckpointError(f"config.json ({kind}) hidden_act={act!r} is not supported: seqprob's gated "
+                              f"MLPs use silu (SwiGLU) or the tanh GELU ({', '.join(_TANH_GELUS)})", value=act)
     out = _common(hf, kind)
-    _refuse_sliding_window(hf, kind, out["block_size"])
     attn_bias = _flag(hf, "attention_bias", False, kind)
+    qkv_bias = family.get("qkv_bias", attn_bias)
     out.update(n_kv_head=_int(hf, "num_key_value_heads", out["n_head"], kind), norm="rmsnorm",
-               mlp="swiglu", layer_norm_epsilon=_num(hf, "rms_norm_eps", 1e-6, kind),
-               bias=attn_bias and kind != "qwen2", qkv_bias=True if kind == "qwen2" else attn_bias,
-               mlp_bias=_flag(hf, "mlp_bias", False, kind), **_rope(hf, kind))
+               mlp=mlps[act], layer_norm_epsilon=_num(hf, "rms_norm_eps", 1e-6, kind),
+               bias=attn_bias and not family.get("qkv_bias"), qkv_bias=qkv_bias,
+               mlp_bias=_flag(hf, "mlp_bias", False, kind), qk_norm=family.get("qk_norm"),
+               block_norms=family.get("block_norms", "pre"), **_rope(hf, kind),
+               **_windows(hf, kind, out["n_layer"]))
+    if family.get("gemma"):
+        out.update(_gemma(hf, kind, out))
+    if kind == "smollm3":
+        out["nope_layers"] = _nope_layers(hf, out["n_layer"])
     return out
+
+
+def _gemma(hf: dict, kind: str, out: dict) -> dict:
+    """Gemma's embedding scale sqrt(d), score scale query_pre_attn_scalar^-1/2 and soft-caps."""
+    caps = {}
+    for key, name in (("attn_logit_softcapping", "attn_softcap"), ("final_logit_softcapping", "final_softcap")):
+        if hf.get(key) is not None:
+            caps[name] = _num(hf, key, None, kind)
+    head = out["head_size"] or out["n_embd"] // out["n_head"]
+    scalar = _num(hf, "query_pre_attn_scalar", head, kind)
+    return dict(embed_scale=math.sqrt(out["n_embd"]), attn_scale=scalar ** -0.5, tie_weights=_flag(
+        hf, "tie_word_embeddings", True, kind), **caps)
+
+
+def _nope_layers(hf: dict, n_layer: int):
+    """SmolLM3's ``no_rope_layers``: per layer 1 = rotary positions, 0 = none (default: every
+    ``no_rope_layer_interval``-th layer has none)."""
+    flags = hf.get("no_rope_layers")
+    if flags is None:
+        every = _int(hf, "no_rope_layer_interval", 4, "smollm3")
+        flags = [int((i + 1) % every != 0) for i in range(n_layer)]
+    if not isinstance(flags, list) or len(flags) != n_layer or any(f not in (0, 1) for f in flags):
+        raise CheckpointError(f"config.json (smollm3) no_rope_layers must list 0 or 1 for each of the "
+                              f"{n_layer} layers, got {flags!r:.80}", option="no_rope_layers")
+    return tuple(i for i, f in enumerate(flags) if not f) or None
 
 
 def _neox_config(hf: dict) -> dict:
@@ -391,36 +475,76 @@ def _fused(out: np.ndarray, parts: list) -> np.ndarray:
     return out
 
 
-def _llama_params(tensors: dict, where: dict, config, kind: str, dest: dict, bf16=frozenset()) -> dict:
+def _llama_params(tensors: dict, where: dict, config, kind: str, dest: dict, bf16=frozenset(),
+                  gradients: bool = False) -> dict:
+    """The Llama lineage's tensors by seqprob name. Gemma stores its norm gains as w in
+    x (1 + w): they become 1 + w here (in float64, then the model's dtype: the float32 sum
+    HF computes), except for ``gradients`` (d/dw = d/dg)."""
     take = _Taker(tensors, where, kind, bf16)
-    C, F, hd = config.n_embd, config.mlp_width, config.head_dim
-    nq, nk = config.n_head * hd, config.kv_heads * hd
+    family = _FAMILIES[kind]
+    C = config.n_embd
+    norm = _gemma_gain if family.get("gemma") and not gradients else (lambda value: value)
     out = _Params(dest)
     out["wte"] = take("model.embed_tokens.weight", (config.vocab_size, C))
-    out["ln_f.g"] = take("model.norm.weight", (C,))
+    out["ln_f.g"] = norm(take("model.norm.weight", (C,)))
     for i in range(config.n_layer):
         pre, dst = f"model.layers.{i}.", f"h.{i}."
-        attn, mlp = pre + "self_attn.", pre + "mlp."
-        out[dst + "ln_1.g"] = take(pre + "input_layernorm.weight", (C,))
-        out[dst + "ln_2.g"] = take(pre + "post_attention_layernorm.weight", (C,))
-        q, k, v = (take(attn + f"{n}_proj.weight", (w, C)) for n, w in (("q", nq), ("k", nk), ("v", nk)))
-        out[dst + "attn.c_attn.w"] = _fused(dest[dst + "attn.c_attn.w"], [q.T, k.T, v.T])  # (C, nq + 2 nk)
-        if config.has_qkv_bias:
-            out[dst + "attn.c_attn.b"] = np.concatenate(
-                [take(attn + f"{n}_proj.bias", (w,)) for n, w in (("q", nq), ("k", nk), ("v", nk))])
-        out[dst + "attn.c_proj.w"] = take(attn + "o_proj.weight", (C, nq)).T
-        if config.bias:
-            out[dst + "attn.c_proj.b"] = take(attn + "o_proj.bias", (C,))
-        gate, up = take(mlp + "gate_proj.weight", (F, C)), take(mlp + "up_proj.weight", (F, C))
-        del q, k, v  # read once: the file's arrays go as soon as they are copied
-        out[dst + "mlp.c_fc.w"] = _fused(dest[dst + "mlp.c_fc.w"], [gate.T, up.T])  # (C, 2F)
-        out[dst + "mlp.c_proj.w"] = take(mlp + "down_proj.weight", (C, F)).T
-        if config.has_mlp_bias:
-            out[dst + "mlp.c_fc.b"] = np.concatenate([take(mlp + "gate_proj.bias", (F,)),
-                                                      take(mlp + "up_proj.bias", (F,))])
-            out[dst + "mlp.c_proj.b"] = take(mlp + "down_proj.bias", (C,))
+        for src, name in _norm_names(config):
+            out[dst + name + ".g"] = norm(take(pre + src + ".weight", (C,)))
+        _attention_params(take, out, dest, config, pre + "self_attn.", dst, family, norm)
+        _mlp_params(take, out, dest, config, pre + "mlp.", dst, family)
     _lm_head(out, take, "lm_head.weight", config)
     return out
+
+
+def _gemma_gain(value: np.ndarray) -> np.ndarray:
+    return value.astype(np.float64) + 1.0
+
+
+def _norm_names(config) -> list:
+    """(HF name, seqprob name) of each block norm: Llama's input / post_attention (before the
+    MLP); Gemma's four; OLMo 2's two after attention and MLP."""
+    if config.block_norms == "sandwich":
+        return [("input_layernorm", "ln_1"), ("post_attention_layernorm", "ln_attn"),
+                ("pre_feedforward_layernorm", "ln_2"), ("post_feedforward_layernorm", "ln_mlp")]
+    if config.block_norms == "post":
+        return [("post_attention_layernorm", "ln_attn"), ("post_feedforward_layernorm", "ln_mlp")]
+    return [("input_layernorm", "ln_1"), ("post_attention_layernorm", "ln_2")]
+
+
+def _attention_params(take, out, dest, config, attn: str, dst: str, family: dict, norm) -> None:
+    C, hd = config.n_embd, config.head_dim
+    nq, nk = config.n_head * hd, config.kv_heads * hd
+    if family.get("fused"):  # Phi-3: one [q | k | v] matrix
+        out[dst + "attn.c_attn.w"] = take(attn + "qkv_proj.weight", (nq + 2 * nk, C)).T
+    else:
+        q, k, v = (take(attn + f"{n}_proj.weight", (w, C)) for n, w in (("q", nq), ("k", nk), ("v", nk)))
+        out[dst + "attn.c_attn.w"] = _fused(dest[dst + "attn.c_attn.w"], [q.T, k.T, v.T])  # (C, nq + 2 nk)
+        del q, k, v  # read once: the file's arrays go as soon as they are copied
+    if config.has_qkv_bias:
+        out[dst + "attn.c_attn.b"] = np.concatenate(
+            [take(attn + f"{n}_proj.bias", (w,)) for n, w in (("q", nq), ("k", nk), ("v", nk))])
+    if config.qk_norm is not None:
+        qn, kn = (hd, hd) if config.qk_norm == "head" else (nq, nk)
+        out[dst + "attn.q_norm.g"] = norm(take(attn + "q_norm.weight", (qn,)))
+        out[dst + "attn.k_norm.g"] = norm(take(attn + "k_norm.weight", (kn,)))
+    out[dst + "attn.c_proj.w"] = take(attn + "o_proj.weight", (C, nq)).T
+    if config.bias:
+        out[dst + "attn.c_proj.b"] = take(attn + "o_proj.bias", (C,))
+
+
+def _mlp_params(take, out, dest, config, mlp: str, dst: str, family: dict) -> None:
+    C, F = config.n_embd, config.mlp_width
+    if family.get("fused"):  # Phi-3: one [gate | up] matrix
+        out[dst + "mlp.c_fc.w"] = take(mlp + "gate_up_proj.weight", (2 * F, C)).T
+    else:
+        gate, up = take(mlp + "gate_proj.weight", (F, C)), take(mlp + "up_proj.weight", (F, C))
+        out[dst + "mlp.c_fc.w"] = _fused(dest[dst + "mlp.c_fc.w"], [gate.T, up.T])  # (C, 2F)
+    out[dst + "mlp.c_proj.w"] = take(mlp + "down_proj.weight", (C, F)).T
+    if config.has_mlp_bias:
+        out[dst + "mlp.c_fc.b"] = np.concatenate([take(mlp + "gate_proj.bias", (F,)),
+                                                  take(mlp + "up_proj.bias", (F,))])
+        out[dst + "mlp.c_proj.b"] = take(mlp + "down_proj.bias", (C,))
 
 
 def _neox_params(tensors: dict, where: dict, config, dest: dict, bf16=frozenset()) -> dict:
@@ -465,13 +589,15 @@ _SKIP = {"gpt2": lambda k: _gpt2_name(k) is None,
          "gpt_neox": lambda k: k.endswith(("attention.bias", "attention.masked_bias", "rotary_emb.inv_freq"))}
 
 
-def _params(kind: str, tensors: dict, where: dict, config, hf: dict, dest: dict, bf16=frozenset()) -> dict:
+def _params(kind: str, tensors: dict, where: dict, config, hf: dict, dest: dict, bf16=frozenset(),
+            gradients: bool = False) -> dict:
     """Parameters by seqprob name, copied into ``dest`` (the model's own arrays) as they come;
-    ``bf16`` names the tensors still in raw BF16 bits."""
+    ``bf16`` names the tensors still in raw BF16 bits; ``gradients``: the tensors are
+    gradients (mapped without Gemma's 1 + w)."""
     if kind == "gpt2":
         return _gpt2_params(tensors, where, config, hf, dest, bf16)
     out = _neox_params(tensors, where, config, dest, bf16) if kind == "gpt_neox" else \
-        _llama_params(tensors, where, config, kind, dest, bf16)
+        _llama_params(tensors, where, config, kind, dest, bf16, gradients)
     if tensors:
         names = sorted(tensors)
         raise CheckpointError(f"the {kind} checkpoint has tensors seqprob does not use: {names[:5]} "
@@ -528,9 +654,8 @@ def from_hf(path, dtype: str = "float32", tokenizer=None, cls=None, revision: st
                                path=str(path))
     hf = _read_config(folder)
     config = config_from_hf(hf, dtype=dtype)
-    kind = "llama" if _kind(hf) in ("llama", "mistral", "qwen2") else _kind(hf)
     files = [path] if path.is_file() else _shards(folder)
-    tensors, where, bf16 = _read_all(files, _SKIP[kind])
+    tensors, where, bf16 = _read_all(files, _SKIP.get(_kind(hf), _SKIP["llama"]))
     _check_finite(tensors, bf16, config.dtype)
     special = {k: hf.get(k) for k in ("bos_token_id", "eos_token_id")}
     special = {k: v if isinstance(v, int) and 0 <= v < config.vocab_size else None for k, v in special.items()}

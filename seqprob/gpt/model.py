@@ -21,12 +21,12 @@ from ..checks import check_int
 from ..functional import TokenStats, check_stride, plan_windows, target_stats
 from ..vocab import Vocab, check_ids
 from . import backward, decode, stages
-from .block import block_forward, embed_forward, make_workspace, norm_forward
+from .block import block_forward, embed_forward, make_workspace, norm_forward, unembed_forward
 from .config import GPTConfig
 from .decode import GPTState
 from .params import (FlatParams, allocate, block_shapes, check_fits, column_major_names, copy_into, decay_names,
                      init_params, param_shapes)
-from .rope import rope_tables
+from .rope import layer_ropes, rope_tables
 
 __all__ = ["GPT", "GPTState", "ActivationCache"]
 
@@ -128,6 +128,7 @@ class GPT(BaseLanguageModel):
         keys = list(block_shapes(config))
         self._block_params = [{k: self._flat.arrays[f"h.{i}.{k}"] for k in keys} for i in range(config.n_layer)]
         self._block_grads = [{k: self._gflat.arrays[f"h.{i}.{k}"] for k in keys} for i in range(config.n_layer)]
+        self._ropes = layer_ropes(config, self.dtype)  # per layer: (cos, sin) or None
         self._rope = rope_tables(config, self.dtype)
         self._tokenizer = None
         self.vocab_ = self._default_vocab(bos_id, eos_id) if vocab is None else self._check_vocab(vocab)
@@ -318,7 +319,7 @@ class GPT(BaseLanguageModel):
     # ----------------------------------------------------------------- inference forward
     def _embed(self, ids: np.ndarray, pos: int = 0, out=None) -> np.ndarray:
         """x = W_E[ids] (+ W_pos[pos : pos + T] with learned positions): (B, T) -> (B, T, C)."""
-        return embed_forward(ids, self.params, pos, out=out)[0]
+        return embed_forward(ids, self.params, pos, out=out, scale=self.config.embed_scale)[0]
 
     def _hidden(self, ids: np.ndarray, kv=None, attn=None, resid=None, slot: int = 0) -> np.ndarray:
         """ln_f(x) of validated ids (B, T <= block) -> (B, T, C), a view of a reused buffer.
@@ -334,8 +335,8 @@ class GPT(BaseLanguageModel):
         if resid is not None:
             resid[:, 0] = x
         for layer, p in enumerate(self._block_params):
-            block_forward(x, p, cfg, self._rope, ws=ws, kv=None if kv is None else kv.layer(layer),
-                          probs_out=None if attn is None else attn[:, layer])
+            block_forward(x, p, cfg, self._ropes[layer], ws=ws, kv=None if kv is None else kv.layer(layer),
+                          probs_out=None if attn is None else attn[:, layer], window=cfg.layer_window(layer))
             if resid is not None:
                 resid[:, layer + 1] = x
         return norm_forward(x, self.params, "ln_f", cfg, out=ws["h"])[0]
@@ -351,7 +352,7 @@ class GPT(BaseLanguageModel):
         """log-softmax(h2 W_Uᵀ) of rows h2 (N, C) into out (N, V), in cache-sized row chunks
         (default: at most 64 rows and ``LSM_BLOCK`` logits per thread)."""
         chunk = chunk or max(1, min(64, LSM_BLOCK // out.shape[1])) * _parallel.row_threads()
-        np.matmul(h2, self._w_u.T, out=out)  # (N, V)
+        unembed_forward(h2, self._w_u, self.config, out=out)  # (N, V)
         tmp = np.empty((min(chunk, len(out)), out.shape[1]), dtype=out.dtype)
         for i in range(0, len(out), chunk):
             nn.log_softmax_inplace(out[i:i + chunk], tmp=tmp[:len(out[i:i + chunk])])
@@ -384,7 +385,7 @@ class GPT(BaseLanguageModel):
         scratch = np.empty((min(step, len(tmp)), V), dtype=self.dtype)
         w_u = self._w_u
         for i in range(0, N, chunk):
-            rows = np.matmul(h2[i:i + chunk], w_u.T, out=tmp[:len(h2[i:i + chunk])])  # (n, V)
+            rows = unembed_forward(h2[i:i + chunk], w_u, self.config, out=tmp[:len(h2[i:i + chunk])])  # (n, V)
             for j in range(0, len(rows), step):
                 nn.log_softmax_inplace(rows[j:j + step], tmp=scratch[:len(rows[j:j + step])])
             out[i:i + chunk] = rows[np.arange(len(rows)), targets[i:i + chunk]]
@@ -544,7 +545,7 @@ class GPT(BaseLanguageModel):
         step = max(1, LSM_BLOCK // V) * _parallel.row_threads()
         scratch = np.empty((min(step, len(buf)), V), dtype=self.dtype)
         for i in range(0, N, chunk):
-            rows = np.matmul(h2[i:i + chunk], self._w_u.T, out=buf[:len(h2[i:i + chunk])])  # (n, V)
+            rows = unembed_forward(h2[i:i + chunk], self._w_u, self.config, out=buf[:len(h2[i:i + chunk])])  # (n, V)
             for j in range(0, len(rows), step):
                 nn.log_softmax_inplace(rows[j:j + step], tmp=scratch[:len(rows[j:j + step])])
             lp, ent, rank = target_stats(rows, targets[i:i + chunk], check=False)  # (n,) each
@@ -587,7 +588,7 @@ class GPT(BaseLanguageModel):
         B, T = batch.shape
         self._check_T(T)
         out = self._output((B * T, self.config.vocab_size), "logits")
-        self._forward_rows(batch, lambda h2, lo, hi: np.matmul(h2, self._w_u.T, out=out[lo:hi]))
+        self._forward_rows(batch, lambda h2, lo, hi: unembed_forward(h2, self._w_u, self.config, out=out[lo:hi]))
         out = out.reshape(B, T, -1)  # (B, T, V)
         self._check_finite(out, "logits")
         return out[0] if squeeze else out
@@ -613,7 +614,7 @@ class GPT(BaseLanguageModel):
         if not np.isfinite(resid).all():
             raise InputError("resid holds NaN or inf", shape=resid.shape)
         h, _ = norm_forward(resid, self.params, "ln_f", self.config)
-        out = h @ self._w_u.T
+        out = unembed_forward(h, self._w_u, self.config)
         self._check_finite(out, "logits")
         return out
 
@@ -646,7 +647,7 @@ class GPT(BaseLanguageModel):
         attn = np.empty((B, cfg.n_layer, cfg.n_head, T, T), dtype=self.dtype)
         resid = np.empty((B, cfg.n_layer + 1, T, cfg.n_embd), dtype=self.dtype)
         h2 = self._hidden(batch, attn=attn, resid=resid).reshape(B * T, -1)
-        logits = np.matmul(h2, self._w_u.T).reshape(B, T, -1)  # (B, T, V)
+        logits = unembed_forward(h2, self._w_u, self.config).reshape(B, T, -1)  # (B, T, V)
         self._check_finite(logits, "logits")
         if squeeze:
             return ActivationCache(logits[0], attn[0], resid[0])

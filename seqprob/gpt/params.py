@@ -12,13 +12,16 @@ name                        shape           role
 ``h.{l}.ln_1.g`` / ``.b``   (C,)            LayerNorm before attention
 ``h.{l}.attn.c_attn.w``     (C, Q+2K)       fused [W_Q | W_K | W_V]; Q = C, K = n_kv_head·hd
 ``h.{l}.attn.c_attn.b``     (Q+2K,)         only with ``qkv_bias``
-``h.{l}.attn.c_proj.w``     (C, C)          attention output W_O
+``h.{l}.attn.q_norm.g``     (hd,) or (Q,)   RMSNorm of the queries (``qk_norm``; and ``k_norm``)
+``h.{l}.attn.c_proj.w``     (Q, C)          attention output W_O; Q = n_head·hd
 ``h.{l}.attn.c_proj.b``     (C,)
+``h.{l}.ln_attn.g``         (C,)            norm after attention (``block_norms``)
 ``h.{l}.ln_2.g`` / ``.b``   (C,)            LayerNorm before the MLP
 ``h.{l}.mlp.c_fc.w``        (C, F)          MLP up (SwiGLU: (C, 2F), fused [W_gate | W_up])
 ``h.{l}.mlp.c_fc.b``        (F,)            only with ``mlp_bias`` (SwiGLU: (2F,))
 ``h.{l}.mlp.c_proj.w``      (F, C)          MLP down; F = ``mlp_width`` (default 4C)
 ``h.{l}.mlp.c_proj.b``      (C,)
+``h.{l}.ln_mlp.g``          (C,)            norm after the MLP (``block_norms``)
 ``ln_f.g`` / ``ln_f.b``     (C,)            final LayerNorm
 ``lm_head.w``               (V, C)          W_U, only when ``tie_weights=False``
 ==========================  ==============  ======================================
@@ -48,23 +51,29 @@ __all__ = ["param_shapes", "block_shapes", "column_major_names", "FlatParams", "
 
 _ALIGN = 16  # elements: every array starts on a 64-byte boundary (float32) for BLAS
 
-BLOCK_KEYS = ("ln_1.g", "ln_1.b", "attn.c_attn.w", "attn.c_attn.b", "attn.c_proj.w",
-              "attn.c_proj.b", "ln_2.g", "ln_2.b", "mlp.c_fc.w", "mlp.c_fc.b",
-              "mlp.c_proj.w", "mlp.c_proj.b")
+BLOCK_KEYS = ("ln_1.g", "ln_1.b", "attn.c_attn.w", "attn.c_attn.b", "attn.q_norm.g", "attn.k_norm.g",
+              "attn.c_proj.w", "attn.c_proj.b", "ln_attn.g", "ln_attn.b", "ln_2.g", "ln_2.b",
+              "mlp.c_fc.w", "mlp.c_fc.b", "mlp.c_proj.w", "mlp.c_proj.b", "ln_mlp.g", "ln_mlp.b")
 
 
 def block_shapes(config) -> dict:
     """Ordered ``key -> shape`` of one block's parameters (keys without the ``h.{l}.`` prefix)."""
     C, F, hd = config.n_embd, config.mlp_width, config.head_dim
-    qkv = (config.n_head + 2 * config.kv_heads) * hd  # [q | k | v] columns
-    up = 2 * F if config.mlp == "swiglu" else F  # SwiGLU: [gate | up] columns
+    nq, nk = config.n_head * hd, config.kv_heads * hd
+    qkv = nq + 2 * nk  # [q | k | v] columns
+    up = 2 * F if config.mlp in ("swiglu", "geglu_tanh") else F  # gated: [gate | up] columns
     nb, qb, mb, ob = config.has_norm_bias, config.has_qkv_bias, config.has_mlp_bias, config.bias
-    shapes = {"ln_1.g": (C,), "ln_1.b": (C,) if nb else None,
+    pre, post = config.block_norms in ("pre", "sandwich"), config.block_norms in ("sandwich", "post")
+    qn = {None: None, "head": (hd, hd), "all": (nq, nk)}[config.qk_norm]
+    shapes = {"ln_1.g": (C,) if pre else None, "ln_1.b": (C,) if nb and pre else None,
               "attn.c_attn.w": (C, qkv), "attn.c_attn.b": (qkv,) if qb else None,
-              "attn.c_proj.w": (C, C), "attn.c_proj.b": (C,) if ob else None,
-              "ln_2.g": (C,), "ln_2.b": (C,) if nb else None,
+              "attn.q_norm.g": qn and (qn[0],), "attn.k_norm.g": qn and (qn[1],),
+              "attn.c_proj.w": (nq, C), "attn.c_proj.b": (C,) if ob else None,
+              "ln_attn.g": (C,) if post else None, "ln_attn.b": (C,) if nb and post else None,
+              "ln_2.g": (C,) if pre else None, "ln_2.b": (C,) if nb and pre else None,
               "mlp.c_fc.w": (C, up), "mlp.c_fc.b": (up,) if mb else None,
-              "mlp.c_proj.w": (F, C), "mlp.c_proj.b": (C,) if mb else None}
+              "mlp.c_proj.w": (F, C), "mlp.c_proj.b": (C,) if mb else None,
+              "ln_mlp.g": (C,) if post else None, "ln_mlp.b": (C,) if nb and post else None}
     return {key: shape for key, shape in shapes.items() if shape is not None}
 
 

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-__all__ = ["inv_frequencies", "rope_tables"]
+__all__ = ["inv_frequencies", "rope_tables", "layer_ropes"]
 
 
 def inv_frequencies(dims: int, theta: float, scaling: dict | None = None) -> np.ndarray:
@@ -48,12 +48,25 @@ def _llama3(inv: np.ndarray, s: dict) -> np.ndarray:
     return np.where(medium, smoothed, scaled)
 
 
-def rope_tables(config, dtype) -> tuple[np.ndarray, np.ndarray] | None:
-    """(cos, sin) of shape (block_size, rotary_dims / 2) for ``config``; None without RoPE."""
+def rope_tables(config, dtype, theta: float | None = None, scaling="config") -> tuple[np.ndarray, np.ndarray] | None:
+    """(cos, sin) of shape (block_size, rotary_dims / 2) for ``config``; None without RoPE.
+    ``theta`` and ``scaling`` override the config's base and scaling (a local RoPE)."""
     if config.positions != "rotary":
         return None
-    inv = inv_frequencies(config.rotary_dims, float(config.rope_theta), config.rope_scaling_dict)
+    theta = float(config.rope_theta if theta is None else theta)
+    inv = inv_frequencies(config.rotary_dims, theta, config.rope_scaling_dict if scaling == "config" else scaling)
     angles = np.arange(config.block_size, dtype=np.float64)[:, None] * inv  # (block, r)
     cos, sin = np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
     cos.flags.writeable = sin.flags.writeable = False
     return cos, sin
+
+
+def layer_ropes(config, dtype) -> list:
+    """Each layer's (cos, sin) tables, or None for a layer without rotary positions: the
+    config's RoPE, the local one (``rope_local_theta``, no scaling) on sliding layers, none
+    on ``nope_layers`` (tables shared between the layers that use them)."""
+    full = rope_tables(config, dtype)
+    local = full if config.rope_local_theta is None else \
+        rope_tables(config, dtype, theta=config.rope_local_theta, scaling=None)
+    nope = set(config.nope_layers or ())
+    return [None if i in nope else local if config.layer_slides(i) else full for i in range(config.n_layer)]

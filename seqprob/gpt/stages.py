@@ -67,15 +67,15 @@ def _thread_forward(model, x, ws, rows, part, barrier, head) -> None:
     lo, hi = rows
     cfg, blocks = model.config, model._block_params
     if lo < hi:
-        _rows_before_attention(model, x, ws, blocks[0], lo, hi)
+        _rows_before_attention(model, x, ws, 0, lo, hi)
     for layer, p in enumerate(blocks):
         barrier.wait()
-        _attention_part(model, ws, part)
+        _attention_part(model, ws, part, layer)
         barrier.wait()
         if lo < hi:
             _rows_after_attention(model, x, ws, p, lo, hi)
             if layer + 1 < len(blocks):
-                _rows_before_attention(model, x, ws, blocks[layer + 1], lo, hi)
+                _rows_before_attention(model, x, ws, layer + 1, lo, hi)
     if lo < hi:
         h = norm_forward(x[:, lo:hi], model.params, "ln_f", cfg, out=ws["h"][:, lo:hi])[0]
         head(h.reshape(hi - lo, -1), lo, hi)
@@ -89,9 +89,10 @@ def _row_views(ws, lo, hi) -> dict:
     return rows
 
 
-def _rows_before_attention(model, x, ws, p, lo, hi) -> None:
+def _rows_before_attention(model, x, ws, layer, lo, hi) -> None:
     """:func:`~seqprob.gpt.block.pre_attention` of rows [lo, hi): norm_1, QKV and rotary."""
-    pre_attention(x[:, lo:hi], p, model.config, model._rope, _row_views(ws, lo, hi), pos=lo)
+    pre_attention(x[:, lo:hi], model._block_params[layer], model.config, model._ropes[layer],
+                  _row_views(ws, lo, hi), pos=lo)
 
 
 def _rows_after_attention(model, x, ws, p, lo, hi) -> None:
@@ -101,23 +102,24 @@ def _rows_after_attention(model, x, ws, p, lo, hi) -> None:
     post_attention(x[:, lo:hi], rows["y"], p, model.config, rows)
 
 
-def _attention_part(model, ws, part) -> None:
+def _attention_part(model, ws, part, layer) -> None:
     """Attention of this thread's key/value head groups [g0, g1), or query rows [r0, r1)."""
     kind, a0, a1 = part
     if a0 >= a1:
         return
     cfg = model.config
     q, k, v = split_qkv(ws["qkv"], cfg.n_head, cfg.kv_heads)  # (1, H|Hkv, T, hd)
-    if model._rope is not None:
+    if model._ropes[layer] is not None:
         q, k = ws["q"], ws["k"]
+    options = dict(q_block=Q_BLOCK, scale=cfg.scale, window=cfg.layer_window(layer), softcap=cfg.attn_softcap)
     if kind == "heads":
         G, hd = cfg.n_head // cfg.kv_heads, cfg.head_dim
         h0, h1 = a0 * G, a1 * G
         nn.causal_attention_inference(q[:, h0:h1], k[:, a0:a1], v[:, a0:a1],
-                                      out=ws["y"][:, :, h0 * hd:h1 * hd], q_block=Q_BLOCK)
+                                      out=ws["y"][:, :, h0 * hd:h1 * hd], **options)
     else:
         nn.causal_attention_inference(q[:, :, a0:a1], k[:, :, :a1], v[:, :, :a1], out=ws["y"][:, a0:a1],
-                                      q_block=Q_BLOCK)
+                                      **options)
 
 
 def _attention_parts(config, T: int, n: int) -> list[tuple[str, int, int]]:

@@ -12,7 +12,7 @@ bottom):
 =============== ==========================================================================
 ``linear``      ``linear`` (y = x W + b), ``embedding`` (rows of a table), ``is_column_major``
 ``norms``       ``layer_norm``, ``rms_norm``
-``activations`` ``gelu`` (tanh approximation), ``gelu_erf``, ``swiglu``
+``activations`` ``gelu`` (tanh approximation), ``gelu_erf``, ``swiglu``, ``geglu``, ``softcap``
 ``dropout``     inverted dropout
 ``softmax``     ``softmax_inplace``, ``log_softmax_inplace``
 ``attention``   grouped-query attention (training pair and inference forward), ``rotary``
@@ -36,8 +36,8 @@ Examples
 """
 from __future__ import annotations
 
-from .activations import (gelu_backward, gelu_erf_backward, gelu_erf_forward, gelu_forward, swiglu_backward,
-                          swiglu_forward)
+from .activations import (geglu_backward, geglu_forward, gelu_backward, gelu_erf_backward, gelu_erf_forward,
+                          gelu_forward, softcap_backward, softcap_forward, swiglu_backward, swiglu_forward)
 from .attention import (causal_attention_inference, grouped_attention_backward, grouped_attention_forward,
                         rotary_backward, rotary_forward)
 from .dropout import dropout_backward, dropout_forward
@@ -51,6 +51,7 @@ __all__ = [
     "linear_forward", "linear_backward", "embedding_forward", "embedding_backward", "is_column_major",
     "layer_norm_forward", "layer_norm_backward", "rms_norm_forward", "rms_norm_backward",
     "gelu_forward", "gelu_backward", "gelu_erf_forward", "gelu_erf_backward", "swiglu_forward", "swiglu_backward",
+    "geglu_forward", "geglu_backward", "softcap_forward", "softcap_backward",
     "dropout_forward", "dropout_backward", "log_softmax_inplace",
     "rotary_forward", "rotary_backward", "grouped_attention_forward", "grouped_attention_backward",
     "causal_attention_inference", "cross_entropy_fused",

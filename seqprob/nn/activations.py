@@ -23,7 +23,8 @@ import numpy as np
 from ._chunks import by_chunks, row_view
 
 __all__ = ["gelu_forward", "gelu_backward", "gelu_rows", "gelu_erf_forward", "gelu_erf_backward",
-           "swiglu_forward", "swiglu_backward"]
+           "swiglu_forward", "swiglu_backward", "geglu_forward", "geglu_backward", "softcap_forward",
+           "softcap_backward"]
 
 GELU_C = math.sqrt(2.0 / math.pi)
 GELU_A = 0.044715
@@ -202,3 +203,62 @@ def _swiglu_grad_rows(dy, gu, sig, dgu):
     d *= sig
     d *= up
     np.multiply(d, dy, out=dgu[..., :F])
+
+
+def geglu_forward(gu, out=None):
+    """GeGLU of a fused ``[gate | up]`` array (..., 2F) -> (..., F): gelu_tanh(gate) * up
+    (Gemma's MLP); ``out`` (..., F) optionally receives the result.
+
+    Notes
+    -----
+    gelu_tanh as in :func:`gelu_forward`; the cache holds the gate's GELU cache and up.
+
+    Examples
+    --------
+    >>> y, _ = geglu_forward(np.array([[1.0, 2.0]]))
+    >>> np.round(y, 4).tolist()
+    [[1.6824]]
+    """
+    F = gu.shape[-1] // 2
+    gate, up = gu[..., :F], gu[..., F:]
+    act, c_gate = gelu_forward(gate, out=np.empty(gate.shape, gu.dtype))
+    y = np.multiply(act, up, out=out)
+    return y, (c_gate, act, up)
+
+
+def geglu_backward(dy, cache, out=None):
+    """Gradient of :func:`geglu_forward` with respect to ``[gate | up]`` (..., 2F).
+
+    Notes
+    -----
+    d up = dy gelu(gate); d gate = dy up gelu'(gate).
+    """
+    c_gate, act, up = cache
+    F = act.shape[-1]
+    dgu = np.empty(act.shape[:-1] + (2 * F,), act.dtype) if out is None else out
+    np.multiply(dy, act, out=dgu[..., F:])
+    dgu[..., :F] = gelu_backward(dy * up, c_gate)
+    return dgu
+
+
+def softcap_forward(x, cap, out=None):
+    """Soft-capping cap tanh(x / cap) (Gemma 2's attention scores and final logits), into
+    ``out`` (which may be ``x``). The backward needs only the output.
+
+    Examples
+    --------
+    >>> softcap_forward(np.array([0.0, 100.0]), 5.0).tolist()
+    [0.0, 5.0]
+    """
+    y = np.divide(x, cap, out=out)
+    np.tanh(y, out=y)
+    y *= cap
+    return y
+
+
+def softcap_backward(dy, y, cap, out=None):
+    """Gradient of :func:`softcap_forward` from its output y: dy (1 - (y / cap)²)."""
+    t = np.divide(y, cap)
+    np.multiply(t, t, out=t)
+    np.subtract(1.0, t, out=t)
+    return np.multiply(dy, t, out=out)

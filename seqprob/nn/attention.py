@@ -23,6 +23,7 @@ import threading
 
 import numpy as np
 
+from .activations import softcap_backward, softcap_forward
 from .softmax import softmax_inplace
 
 __all__ = ["causal_mask", "rotary_forward", "rotary_backward", "grouped_attention_forward",
@@ -32,16 +33,28 @@ SCORE_BLOCK = 1 << 18  # elements of one query block's scores (1 MiB float32: st
 _MASKS: dict = {}  # causal_mask's read-only masks by (T, offset, dtype)
 
 
-def causal_mask(T, dtype, offset=0):
-    """(T, T + offset) additive mask: 0 where key j <= query i + offset, -inf above."""
-    key = (T, offset, np.dtype(dtype).str)
+def causal_mask(T, dtype, offset=0, window=None):
+    """(T, T + offset) additive mask: 0 where key j <= query i + offset, -inf above; with a
+    sliding ``window`` W also -inf where j <= i + offset - W (the query sees W keys)."""
+    key = (T, offset, np.dtype(dtype).str, window)
     if key not in _MASKS:
         if len(_MASKS) > 32:
             _MASKS.clear()
         m = np.triu(np.full((T, T + offset), -np.inf, dtype=dtype), k=1 + offset)
+        if window is not None:
+            m += np.tril(np.full((T, T + offset), -np.inf, dtype=dtype), k=offset - window)
         m.flags.writeable = False
         _MASKS[key] = m
     return _MASKS[key]
+
+
+def _scores(s, scale, softcap):
+    """Scale the raw scores q kᵀ in place, then soft-cap them (Gemma 2) when asked."""
+    if scale is not None:
+        s *= scale
+    if softcap is not None:
+        softcap_forward(s, softcap, out=s)
+    return s
 
 
 def rotary_forward(x, cos, sin, out=None):
@@ -82,7 +95,8 @@ def rotary_backward(dy, cos, sin, out=None):
     return rotary_forward(dy, cos, -sin, out=out)
 
 
-def grouped_attention_forward(q, k, v, out=None, probs_out=None, q_block=128):
+def grouped_attention_forward(q, k, v, out=None, probs_out=None, q_block=128, scale=None, window=None,
+                             softcap=None):
     """Causal grouped-query attention: query head h reads key/value head h // G.
 
     Parameters
@@ -94,6 +108,13 @@ def grouped_attention_forward(q, k, v, out=None, probs_out=None, q_block=128):
     out : (B, Tq, H hd), optional
     probs_out : (B, H, Tq, Tk), optional
         Receives the attention probabilities (zero above the diagonal).
+    scale : float, optional
+        Score scale; None = 1/sqrt(hd).
+    window : int, optional
+        Sliding window W: query i sees keys i - W < j <= i (positions counted from the first
+        key); None = every earlier key.
+    softcap : float, optional
+        Scores become softcap tanh(s / softcap) after scaling, before the mask (Gemma 2).
 
     Returns
     -------
@@ -105,15 +126,16 @@ def grouped_attention_forward(q, k, v, out=None, probs_out=None, q_block=128):
 
     Notes
     -----
-    P = softmax(q kᵀ / sqrt(hd) + causal mask), y = P v, per query head with its group's k, v.
-    Works one sequence and ``q_block`` queries at a time, so key blocks entirely above the
+    P = softmax(q kᵀ / sqrt(hd) + causal mask), y = P v, per query head with its group's k, v
+    (with the options: P = softmax(cap(scale q kᵀ) + band mask)). Works one sequence and ``q_block`` queries at a time, so key blocks entirely above the
     diagonal are never computed.
     """
     B, H, Tq, hd = q.shape
     Hkv, Tk = k.shape[1], k.shape[2]
     G, off = H // Hkv, Tk - Tq
+    scale = 1.0 / math.sqrt(hd) if scale is None else scale
     if B == 1 and Tq == 1 and out is not None and probs_out is None:  # decoding: no cache
-        return _attention_one_query(q, k, v, out), None
+        return _attention_one_query(q, k, v, out, scale, window, softcap), None
     probs = np.empty((B, H, Tq, Tk), dtype=q.dtype) if probs_out is None else probs_out
     y = np.empty((B, Tq, H * hd), dtype=q.dtype) if out is None else out
     # views (copy=False raises rather than silently writing into a copy)
@@ -122,34 +144,36 @@ def grouped_attention_forward(q, k, v, out=None, probs_out=None, q_block=128):
     pg = np.reshape(probs, (B, Hkv, G, Tq, Tk), copy=False)
     kt = k.transpose(0, 1, 3, 2)[:, :, None]  # (B, Hkv, 1, hd, Tk)
     vg = v[:, :, None]  # (B, Hkv, 1, Tk, hd)
-    mask = causal_mask(Tq, q.dtype, offset=off) if Tq > 1 else None
+    mask = causal_mask(Tq, q.dtype, offset=off, window=window) if Tq > 1 or window is not None else None
     for b in range(B):
         for q0 in range(0, Tq, q_block):
             q1 = min(q0 + q_block, Tq)
             s = np.matmul(qg[b, :, :, q0:q1], kt[b, ..., :off + q1], out=pg[b, :, :, q0:q1, :off + q1])
-            s *= 1.0 / math.sqrt(hd)
+            _scores(s, scale, softcap)
             if mask is not None:
                 s += mask[q0:q1, :off + q1]
             softmax_inplace(s)  # (Hkv, G, tq, off + q1)
             np.matmul(s, vg[b, ..., :off + q1, :], out=yg[b, :, :, q0:q1])
             pg[b, :, :, q0:q1, off + q1:] = 0.0
-    return y, (q, k, v, probs)
+    return y, (q, k, v, probs, scale, softcap)
 
 
-def _attention_one_query(q, k, v, out):
-    """The decoding case of :func:`grouped_attention_forward` (B = Tq = 1: nothing is masked),
-    with as few numpy calls as possible (batch-1 decoding is overhead-bound)."""
+def _attention_one_query(q, k, v, out, scale, window=None, softcap=None):
+    """The decoding case of :func:`grouped_attention_forward` (B = Tq = 1: only the window
+    masks), with as few numpy calls as possible (batch-1 decoding is overhead-bound)."""
     _, H, _, hd = q.shape
     Hkv = k.shape[1]
+    if window is not None:
+        k, v = k[:, :, -window:], v[:, :, -window:]  # the keys the last position sees
     s = np.matmul(q.reshape(Hkv, H // Hkv, hd), k[0].transpose(0, 2, 1))  # (Hkv, G, Tk)
-    s *= 1.0 / math.sqrt(hd)
+    _scores(s, scale, softcap)
     softmax_inplace(s)
     y = np.matmul(s, v[0])  # (Hkv, G, hd)
     out[...] = y.reshape(out.shape)
     return out
 
 
-def causal_attention_inference(q, k, v, out, q_block=128):
+def causal_attention_inference(q, k, v, out, q_block=128, scale=None, window=None, softcap=None):
     """The values of :func:`grouped_attention_forward` without its probabilities or cache
     (the inference forward): every array it touches stays in cache.
 
@@ -164,6 +188,8 @@ def causal_attention_inference(q, k, v, out, q_block=128):
     q_block : int
         Queries per block; rows are grouped by blocks starting at multiples of ``q_block``
         (the sums over a row's keys are the same in any split that keeps the blocks).
+    scale, window, softcap
+        As in :func:`grouped_attention_forward`.
 
     Returns
     -------
@@ -197,14 +223,14 @@ def causal_attention_inference(q, k, v, out, q_block=128):
     G, qb = H // Hkv, min(q_block, Tq)
     y = np.reshape(out, (B, Tq, Hkv, G, hd), copy=False).transpose(0, 2, 3, 1, 4)  # (B, Hkv, G, Tq, hd) view
     qg = q.reshape(B, Hkv, G, Tq, hd)
-    scale = 1.0 / math.sqrt(hd)
+    scale = 1.0 / math.sqrt(hd) if scale is None else scale
     exact = math.frexp(scale)[0] == 0.5  # a power of two: fold the scale into q exactly
     step = max(1, SCORE_BLOCK // (G * qb * Tk))  # key/value heads per pass: scores fit in L2
     for b in range(B):
         for g0 in range(0, Hkv, step):
             g1 = min(g0 + step, Hkv)
             bufs = _AttentionBuffers(qg[b, g0:g1], k[b, g0:g1], v[b, g0:g1], scale if exact else None, q_block)
-            _attention_blocks(bufs, y[b, g0:g1], q_block, None if exact else scale)
+            _attention_blocks(bufs, y[b, g0:g1], q_block, None if exact else scale, window, softcap)
     return out
 
 
@@ -245,25 +271,28 @@ def _scratch(name, shape, dtype):
     return bufs[key][:size].reshape(shape)
 
 
-def _attention_blocks(bufs, y, q_block, scale):
+def _attention_blocks(bufs, y, q_block, scale, window=None, softcap=None):
     """The query blocks of n key/value heads' groups: ``bufs`` -> y (n, G, Tq, hd); ``scale``
-    None when already folded into the queries."""
+    None when already folded into the queries. With a ``window`` each block reads only the
+    keys its queries can see, [off + q0 - W + 1, off + q1), and masks the band's edges."""
     n, G, Tq, _ = bufs.q.shape
     Tk = bufs.k.shape[2]
     off, kt = Tk - Tq, bufs.k.transpose(0, 1, 3, 2)  # (n, 1, hd, Tk)
     for q0 in range(0, Tq, q_block):
         q1 = min(q0 + q_block, Tq)
-        tq, w = q1 - q0, off + q1
-        s = np.matmul(bufs.q[:, :, q0:q1], kt[..., :w], out=bufs.s[:n * G * tq * w].reshape(n, G, tq, w))
-        if scale is not None:
-            s *= scale
-        if tq > 1:
+        lo = 0 if window is None else max(0, off + q0 - window + 1)
+        tq, w = q1 - q0, off + q1 - lo
+        s = np.matmul(bufs.q[:, :, q0:q1], kt[..., lo:lo + w], out=bufs.s[:n * G * tq * w].reshape(n, G, tq, w))
+        _scores(s, scale, softcap)
+        if window is not None:
+            s += causal_mask(tq, s.dtype, offset=w - tq, window=window)  # rows off + q0 .., columns lo ..
+        elif tq > 1:
             s[..., off + q0:] += bufs.mask[:tq, :tq]
         m = np.max(s, axis=-1, keepdims=True, out=bufs.m[:n * G * tq].reshape(n, G, tq, 1))
         s -= m
         np.exp(s, out=s)
         s /= np.sum(s, axis=-1, keepdims=True, out=m)
-        np.matmul(s, bufs.v[:, :, :w], out=y[:, :, q0:q1])  # (n, G, tq, hd)
+        np.matmul(s, bufs.v[:, :, lo:lo + w], out=y[:, :, q0:q1])  # (n, G, tq, hd)
 
 
 def grouped_attention_backward(dy, cache, out=None, q_block=64):
@@ -284,7 +313,8 @@ def grouped_attention_backward(dy, cache, out=None, q_block=64):
 
     Notes
     -----
-    dP = dy vᵀ, dv = Σ_group Pᵀ dy, dS = P ∘ (dP - Σ_j dP∘P) / sqrt(hd), dq = dS k,
+    dP = dy vᵀ, dv = Σ_group Pᵀ dy, dS = P ∘ (dP - Σ_j dP∘P) / sqrt(hd) (soft-capped: times
+    1 - (cap(s)/cap)², the raw scores s recomputed block by block), dq = dS k,
     dk = Σ_group dSᵀ q. P is zero above the causal diagonal, so one sequence at a time,
     each query block reads only the keys it sees (dP, dS, dq) and each key block only the
     queries that see it (dv, dk): ~5/8 of the full-square work at T = 4 q_block, and dS
@@ -298,7 +328,7 @@ def grouped_attention_backward(dy, cache, out=None, q_block=64):
     >>> [g.shape for g in grouped_attention_backward(np.ones((1, 3, 8)), cache)]
     [(1, 2, 3, 4), (1, 1, 3, 4), (1, 1, 3, 4)]
     """
-    q, k, v, probs = cache
+    q, k, v, probs, scale, softcap = cache
     B, H, Tq, hd = q.shape
     Hkv, Tk = k.shape[1], k.shape[2]
     G, off = H // Hkv, Tk - Tq
@@ -315,12 +345,15 @@ def grouped_attention_backward(dy, cache, out=None, q_block=64):
             s = np.matmul(dyg[b, :, :, q0:q1], v[b, :, None, :off + q1].transpose(0, 1, 3, 2),
                           out=dS[:, :, q0:q1, :off + q1])  # dP (Hkv, G, tq, n)
             _softmax_grad_block(s, pg[b, :, :, q0:q1, :off + q1])
+            if softcap is not None:
+                capped = _scores(np.matmul(qg[b, :, :, q0:q1], k[b, :, None, :off + q1].transpose(0, 1, 3, 2)),
+                                 scale, softcap)
+                softcap_backward(s, capped, softcap, out=s)
             np.matmul(s, k[b, :, None, :off + q1], out=dqg[b, :, :, q0:q1])
         for k0 in range(0, Tk, q_block):  # keys k0..k1 are seen by queries i0..Tq
             k1, i0 = min(k0 + q_block, Tk), max(k0 - off, 0)
             _grouped_key_grad(pg[b, :, :, i0:, k0:k1], dyg[b, :, :, i0:], dv[b, :, k0:k1])
             _grouped_key_grad(dS[:, :, i0:, k0:k1], qg[b, :, :, i0:], dk[b, :, k0:k1])
-    scale = 1.0 / math.sqrt(hd)
     dq *= scale
     dk *= scale
     return dq, dk, dv
