@@ -14,8 +14,9 @@ from seqprob.gpt import GPT
 from seqprob.gpt.hf import _params, config_from_hf
 
 HF = Path(__file__).parent / "fixtures" / "hf_models"
+FAMILIES = ["qwen3", "gemma2", "gemma3", "gemma3_4x", "olmo2", "phi3", "mistral_sw", "qwen2_sw", "smollm3"]
 VARIANTS = ["llama_gqa", "llama_mqa_l3", "llama_hub4", "qwen2", "neox", "neox_seq4", "llama_bias", "sharded",
-            "bf16", "neox_bf16"]
+            "bf16", "neox_bf16"] + FAMILIES
 BF16_VARIANTS = ["bf16", "neox_bf16"]  # every tensor stored as BF16 (Llama; NeoX's fused, per-head q|k|v)
 
 
@@ -53,7 +54,7 @@ def test_gradients_match_pytorch_autograd(variant):
     assert loss == pytest.approx(float(z["loss"]), abs=1e-12)
     hf = json.loads((folder / "config.json").read_text())
     ref = _params(hf["model_type"], {k[5:]: z[k] for k in z.files if k.startswith("grad/")}, {},
-                  model.config, hf, dest={k: np.zeros_like(v) for k, v in model.params.items()})
+                  model.config, hf, dest={k: np.zeros_like(v) for k, v in model.params.items()}, gradients=True)
     assert sorted(ref) == sorted(grads)
     for name, value in ref.items():
         np.testing.assert_allclose(grads[name], value, atol=1e-10, err_msg=name)

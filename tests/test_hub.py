@@ -80,6 +80,20 @@ def test_a_sharded_snapshot_of_symlinks_loads(cache):
                                atol=1e-4)
 
 
+FAMILIES = ["qwen3", "gemma2", "gemma3", "gemma3_4x", "olmo2", "phi3", "mistral_sw", "qwen2_sw", "smollm3"]
+
+
+@pytest.mark.parametrize("variant", FAMILIES)
+def test_every_family_loads_by_name_offline_with_exact_numbers(cache, variant):
+    """Each family's fixture, laid out as huggingface_hub writes it, loads by its name with
+    transformers' float64 logits (the download path is off: HF_HUB_OFFLINE=1)."""
+    folder = FIXTURES / "hf_models" / variant
+    add_snapshot(cache, f"org/{variant.replace('_', '-')}", folder, COMMIT_B)
+    model = GPT.from_hf(f"org/{variant.replace('_', '-')}", dtype="float64")
+    ids = np.load(folder / "ids.npy")
+    np.testing.assert_allclose(model.logits(ids), np.load(folder / "logits_f64.npy"), atol=1e-9, rtol=0)
+
+
 def test_revisions_branch_tag_commit_and_prefix(cache):
     add_snapshot(cache, "org/m", LLAMA, COMMIT_A, refs=("main",))
     add_snapshot(cache, "org/m", SHARDED, COMMIT_B, refs=("v1", "dev"))

@@ -107,3 +107,64 @@ def test_one_query_decoding_path_equals_the_general_path():
     fast = nn.grouped_attention_forward(q, k, v, out=np.empty((1, 1, 12)))[0]
     general, _ = nn.grouped_attention_forward(q, k, v)
     np.testing.assert_allclose(fast, general, atol=1e-14)
+
+
+def _naive_attention(q, k, v, scale, window, softcap):
+    """Loops over heads and positions: softmax(cap(scale q kᵀ) + band mask) v, query head h
+    reading key/value head h // G."""
+    B, H, T, hd = q.shape
+    G = H // k.shape[1]
+    y = np.zeros((B, T, H * hd))
+    for b in range(B):
+        for h in range(H):
+            s = scale * q[b, h] @ k[b, h // G].T
+            if softcap is not None:
+                s = softcap * np.tanh(s / softcap)
+            i, j = np.indices(s.shape)
+            s[(j > i) | ((j <= i - window) if window is not None else False)] = -np.inf
+            p = np.exp(s - s.max(1, keepdims=True))
+            y[b, :, h * hd:(h + 1) * hd] = (p / p.sum(1, keepdims=True)) @ v[b, h // G]
+    return y
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(seed=st.integers(0, 999), T=st.integers(1, 9), G=st.sampled_from([1, 2]), window=st.sampled_from([None, 1, 2, 4, 20]),
+       softcap=st.sampled_from([None, 1.5]), scale=st.sampled_from([None, 0.3]), q_block=st.integers(1, 4))
+def test_attention_options_match_a_loop_and_their_gradients(seed, T, G, window, softcap, scale, q_block):
+    """Score scale, sliding window and soft-cap: training forward, inference forward and the
+    one-query path against a loop; the backward against finite differences."""
+    rng = np.random.default_rng(seed)
+    q, k, v = rng.standard_normal((2, 2 * G, T, 3)), rng.standard_normal((2, 2, T, 3)), rng.standard_normal((2, 2, T, 3))
+    opts = dict(scale=scale, window=window, softcap=softcap)
+    want = _naive_attention(q, k, v, 1 / np.sqrt(3) if scale is None else scale, window, softcap)
+    y, cache = nn.grouped_attention_forward(q, k, v, q_block=q_block, **opts)
+    np.testing.assert_allclose(y, want, atol=1e-12)
+    y2 = nn.causal_attention_inference(q, k, v, out=np.empty_like(y), q_block=q_block, **opts)
+    np.testing.assert_allclose(y2, want, atol=1e-12)
+    last = nn.grouped_attention_forward(q[:1, :, -1:], k[:1], v[:1], out=np.empty((1, 1, 2 * G * 3)), **opts)[0]
+    np.testing.assert_allclose(last[0, 0], want[0, -1], atol=1e-12)
+    dy = rng.standard_normal(y.shape)
+    dq, dk, dv = nn.grouped_attention_backward(dy, cache, q_block=q_block)
+
+    def loss(q_, k_, v_):
+        return float((nn.grouped_attention_forward(q_, k_, v_, **opts)[0] * dy).sum())
+
+    np.testing.assert_allclose(dq, numeric_grad(lambda: loss(q, k, v), q), atol=1e-6)
+    np.testing.assert_allclose(dk, numeric_grad(lambda: loss(q, k, v), k), atol=1e-6)
+    np.testing.assert_allclose(dv, numeric_grad(lambda: loss(q, k, v), v), atol=1e-6)
+
+
+@settings(max_examples=examples(20), deadline=None)
+@given(seed=st.integers(0, 999), cap=st.floats(0.5, 5.0))
+def test_geglu_and_softcap_backward_match_finite_differences(seed, cap):
+    rng = np.random.default_rng(seed)
+    gu, dy = rng.standard_normal((3, 8)), rng.standard_normal((3, 4))
+    y, cache = nn.geglu_forward(gu)
+    np.testing.assert_allclose(y, nn.gelu_forward(gu[:, :4])[0] * gu[:, 4:], atol=1e-15)
+    np.testing.assert_allclose(nn.geglu_backward(dy, cache),
+                               numeric_grad(lambda: float((nn.geglu_forward(gu)[0] * dy).sum()), gu), atol=1e-7)
+    x, d = 4 * rng.standard_normal(5), rng.standard_normal(5)
+    capped = nn.softcap_forward(x, cap)
+    assert np.all(np.abs(capped) <= cap)
+    np.testing.assert_allclose(nn.softcap_backward(d, capped, cap),
+                               numeric_grad(lambda: float((nn.softcap_forward(x, cap) * d).sum()), x), atol=1e-7)

@@ -18,9 +18,19 @@ every path uses the same per-block parameter dict ``p`` (keys as in
 Notes
 -----
 Pre-norm block: x += attn(norm_1(x)); x += mlp(norm_2(x)); with ``parallel_residual``
-x += attn(norm_1(x)) + mlp(norm_2(x)) (both read the same x). attn: fused [q | k | v] =
-h W_qkv (+ b), rotary on q and k, grouped-query attention, output h W_O (+ b).
-mlp: down(act(up h)) with tanh/erf GELU, or down(silu(gate h) * up h) (SwiGLU).
+x += attn(norm_1(x)) + mlp(norm_2(x)) (both read the same x); ``block_norms="sandwich"``
+(Gemma) x += norm_a(attn(norm_1(x))), x += norm_m(mlp(norm_2(x))); ``"post"`` (OLMo 2)
+x += norm_a(attn(x)), x += norm_m(mlp(x)). attn: fused [q | k | v] = h W_qkv (+ b), RMSNorm
+of q and k (``qk_norm``), rotary on q and k (this layer's tables, or none), grouped-query
+attention softmax(cap(scale q kᵀ) + causal/sliding mask) v, output y W_O (+ b).
+mlp: down(act(up h)) with tanh/erf GELU, or down(silu(gate h) * up h) (SwiGLU), or
+down(gelu_tanh(gate h) * up h) (GeGLU).
+
+Every option is one branch in :func:`pre_attention` / :func:`_attend` /
+:func:`post_attention` (the batched paths: training, inference, prefill, the stage split),
+the same branch in :func:`block_backward`, and in :func:`block_step` (one row, decoding);
+a layer's rotary tables and sliding window are chosen in one place
+(:func:`seqprob.gpt.rope.layer_ropes`, :meth:`GPTConfig.layer_window`).
 """
 from __future__ import annotations
 

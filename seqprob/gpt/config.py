@@ -125,8 +125,9 @@ class GPTConfig:
     Notes
     -----
     Parameters per block (GPT-2 preset): 12 d^2 (Q, K, V, O: 4 d^2; MLP: 8 d^2) plus 13 d
-    biases and norms. With n_kv_head = k, head size e = d / n_head: Q, O: d^2 each; K, V:
-    d k e each; MLP: 2 d F (GELU) or 3 d F (SwiGLU).
+    biases and norms. With n_kv_head = k, head size e (d / n_head unless ``head_size``):
+    Q, O: d H e each; K, V: d k e each; MLP: 2 d F (GELU) or 3 d F (SwiGLU, GeGLU); q/k
+    norms 2 e (per head) or (H + k) e (over all heads); 2 or 4 norms of d per block.
 
     Examples
     --------
