@@ -17,6 +17,8 @@ process, never both at once), one side after the other, the pair repeated ``--pa
   vocabulary 32000, tied), written by the torch side to a temp dir (never committed): load
   (``LlamaForCausalLM.from_pretrained`` vs ``GPT.from_hf``) and scoring 1 x 1024 tokens
   (log P of each token).
+* ``135m``: the shape of SmolLM2-135M (30 layers, d 576, 9 heads, 3 kv heads, F 1536, vocabulary
+  49,152, tied, RoPE theta 1e5), random weights: load and scoring 1 x 1024 tokens.
 
 Threads: ``OMP/OPENBLAS/MKL_NUM_THREADS`` in each child's environment, plus
 ``torch.set_num_threads`` / ``threadpoolctl``. Timings: median [min, max] of ``--runs`` runs after
@@ -47,14 +49,19 @@ SMALL = dict(vocab_size=4096, hidden_size=256, intermediate_size=688, num_hidden
 BIG = dict(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=12,
            num_key_value_heads=4, max_position_embeddings=1024, rms_norm_eps=1e-6, tie_word_embeddings=True,
            rope_theta=10000.0)
+SMOL = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+            num_key_value_heads=3, max_position_embeddings=2048, rms_norm_eps=1e-5, tie_word_embeddings=True,
+            rope_theta=100000.0)
+SPECS = {"small": SMALL, "100m": BIG, "135m": SMOL}
 QUICK = {"small": dict(SMALL, vocab_size=512, hidden_size=64, intermediate_size=128, max_position_embeddings=32,
                        num_hidden_layers=2),
          "100m": dict(BIG, vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2,
                       max_position_embeddings=64)}
-SHAPES = {"small": {"B": 8, "T": 256}, "100m": {"B": 1, "T": 1024}}
-SUITE = {"order": 40, "group": "llama", "about": "Llama-style small (forward and training step 8x256) and a ~100M HF "
-         "Llama (load, score 1x1024) vs transformers' LlamaForCausalLM"}
+QUICK["135m"] = QUICK["100m"]
+SHAPES = {"small": {"B": 8, "T": 256}, "100m": {"B": 1, "T": 1024}, "135m": {"B": 1, "T": 1024}}
+SUITE = {"order": 40, "group": "llama", "about": "Llama-style small (forward and training step 8x256), a ~100M HF "
+         "Llama and the SmolLM2-135M shape (load, score 1x1024) vs transformers' LlamaForCausalLM"}
 
 
 # ----------------------------------------------------------------------------- torch children
@@ -159,7 +166,7 @@ def run_part(part: str, threads: list, runs: int, pairs: int, quick: bool, tmp: 
     folder = tmp / part
     folder.mkdir(exist_ok=True)
     shape = {"B": 2, "T": 16} if quick else SHAPES[part]
-    print(f"\n== {part}: {(QUICK if quick else {'small': SMALL, '100m': BIG})[part]}, shape {shape}")
+    print(f"\n== {part}: {(QUICK if quick else SPECS)[part]}, shape {shape}")
     rows = ["score", "train_step"] if part == "small" else ["load", "score"]
     child("write", part, folder, 1, runs, quick, keep_openblas_env)
     for thr in threads:
@@ -216,19 +223,23 @@ def suite_rows(opts: H.SuiteOptions) -> list:
     if opts.quick:
         size, (sb, st), (bb, bt) = "tiny (--quick) ", (2, 16), (2, 16)
     labels = {"small": (f"Llama {size}small forward (score) {sb}x{st}", f"Llama {size}small training step {sb}x{st}"),
-              "100m": (f"~100M HF Llama {size}score {bb}x{bt}", f"~100M HF Llama {size}load (from_hf)")}
+              "100m": (f"~100M HF Llama {size}score {bb}x{bt}", f"~100M HF Llama {size}load (from_hf)"),
+              "135m": (f"SmolLM2-135M shape {size}score {bb}x{bt}", f"SmolLM2-135M shape {size}load (from_hf)")}
     missing = opts.missing("torch", "transformers")
     if missing:
         return [H.make_row(opts, work, "LlamaForCausalLM", " ".join(map(str, opts.threads)), missing=missing)
                 for part in labels for work in labels[part]]
-    small, big = suite_part(opts, "small"), suite_part(opts, "100m")
-    specs = QUICK if opts.quick else {"small": SMALL, "100m": BIG}
+    small, big, smol = suite_part(opts, "small"), suite_part(opts, "100m"), suite_part(opts, "135m")
+    specs = QUICK if opts.quick else SPECS
     fs, fb = forward_flops(specs["small"], sb, st), forward_flops(specs["100m"], bb, bt)
+    f135 = forward_flops(specs["135m"], bb, bt)
     return [*H.ratio_rows(opts, small, labels["small"][0], "LlamaForCausalLM eager", "score", "score", 1.0, fs),
             *H.ratio_rows(opts, small, labels["small"][1], "LlamaForCausalLM + torch AdamW", "train_step",
                           "train_step", 1.0, 3 * fs),
             *H.ratio_rows(opts, big, labels["100m"][0], "LlamaForCausalLM eager", "score", "score", 1.0, fb),
-            *H.ratio_rows(opts, big, labels["100m"][1], "from_pretrained (maps the file)", "load", "load")]
+            *H.ratio_rows(opts, big, labels["100m"][1], "from_pretrained (maps the file)", "load", "load"),
+            *H.ratio_rows(opts, smol, labels["135m"][0], "LlamaForCausalLM eager", "score", "score", 1.2, f135),
+            *H.ratio_rows(opts, smol, labels["135m"][1], "from_pretrained (maps the file)", "load", "load")]
 
 
 def main(argv=None) -> None:
@@ -236,7 +247,7 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--pairs", type=int, default=3)
-    ap.add_argument("--parts", nargs="+", default=["small", "100m"], choices=["small", "100m"])
+    ap.add_argument("--parts", nargs="+", default=["small", "100m"], choices=["small", "100m", "135m"])
     ap.add_argument("--quick", action="store_true", help="tiny sizes, for a sanity run")
     ap.add_argument("--keep-openblas-env", action="store_true",
                     help="keep OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE in the children")
@@ -244,7 +255,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     if args.child:
         side, part, folder, threads, runs = args.child
-        spec = (QUICK if args.quick else {"small": SMALL, "100m": BIG})[part]
+        spec = (QUICK if args.quick else SPECS)[part]
         shape = {"B": 2, "T": 16} if args.quick else SHAPES[part]
         fn = {"write": write_side, "torch": torch_side, "seqprob": seqprob_side}[side]
         print(json.dumps(fn(part, Path(folder), spec, shape, int(threads), int(runs))))

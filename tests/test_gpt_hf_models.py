@@ -365,3 +365,33 @@ def test_unembed_of_no_rows_is_empty():
     model = GPT.from_hf(HF / "llama_gqa")
     out = model.unembed(np.zeros((0, model.config.n_embd), np.float32))
     assert out.shape == (0, model.config.vocab_size)
+
+
+def test_what_each_family_turns_on():
+    """The options each family's config.json maps to (the models page's table)."""
+    cfg = {v: GPT.from_hf(HF / v).config for v in FAMILIES}
+    assert cfg["qwen3"].qk_norm == "head" and cfg["qwen3"].head_dim == 8 and cfg["qwen3"].n_embd == 16
+    g2 = cfg["gemma2"]
+    assert (g2.block_norms, g2.mlp, g2.attn_softcap, g2.final_softcap, g2.layer_types) == \
+        ("sandwich", "geglu_tanh", 2.0, 3.0, ("sliding", "full", "sliding"))
+    assert g2.embed_scale == 4.0 and g2.attn_scale == pytest.approx(6 ** -0.5) and g2.tie_weights
+    for v in ("gemma3", "gemma3_4x"):  # both dialects: the same model
+        g3 = cfg[v]
+        assert (g3.qk_norm, g3.rope_local_theta, g3.rope_theta, g3.rope_scaling_dict, g3.layer_types) == \
+            ("head", 10.0, 1000.0, {"rope_type": "linear", "factor": 2.0}, ("sliding", "sliding", "full"))
+    assert (cfg["olmo2"].block_norms, cfg["olmo2"].qk_norm) == ("post", "all")
+    assert cfg["mistral_sw"].layer_types == ("sliding",) * 3 and cfg["mistral_sw"].sliding_window == 4
+    assert cfg["qwen2_sw"].layer_types == ("full", "sliding", "sliding")
+    assert cfg["smollm3"].nope_layers == (1,)
+    assert cfg["phi3"].sliding_window is None and cfg["phi3"].mlp == "swiglu"
+
+
+@pytest.mark.parametrize("variant", ["gemma2", "olmo2", "qwen3"])
+def test_param_counts_of_a_family_equal_the_checkpoint(variant):
+    """param_counts() of the imported config counts exactly the checkpoint's tensors."""
+    from seqprob.gpt.safetensors import load_file
+    model = GPT.from_hf(HF / variant)
+    n = sum(v.size for v in load_file(HF / variant / "model.safetensors").values())
+    if model.config.tie_weights and "lm_head.weight" in load_file(HF / variant / "model.safetensors"):
+        n -= model.config.vocab_size * model.config.n_embd
+    assert int(model.config.param_counts()["params"].iloc[-1]) == model.n_params() == n

@@ -376,10 +376,11 @@ class GPT(BaseLanguageModel):
     def _pick_logprobs(self, h2: np.ndarray, targets: np.ndarray, out: np.ndarray,
                        chunk: int | None = None) -> None:
         """out[i] = log-softmax(h2[i] W_Uᵀ)[targets[i]], rows unembedded ``chunk`` at a time:
-        64 to 512 rows, at most 2^22 logits (the GEMM is 1.6x faster at 256 rows than at 64
-        with V = 4096; the buffer stays 16 MiB), their log-softmax in ``LSM_BLOCK`` blocks."""
+        at most 512 rows and 2^22 logits (the GEMM is 1.6x faster at 256 rows than at 64 with
+        V = 4096; the buffer stays 16 MiB float32, 16 rows of a 262k vocabulary), their
+        log-softmax in ``LSM_BLOCK`` blocks."""
         N, V = len(h2), self.config.vocab_size
-        chunk = chunk or min(512, max(64, 2 ** 22 // V))
+        chunk = chunk or min(512, max(1, 2 ** 22 // V))
         tmp = np.empty((min(chunk, N), V), dtype=self.dtype)
         step = max(1, LSM_BLOCK // V) * _parallel.row_threads()
         scratch = np.empty((min(step, len(tmp)), V), dtype=self.dtype)
