@@ -484,7 +484,7 @@ def test_bad_mask_and_state():
 
 def test_allocations_the_machine_cannot_make_are_named_errors(monkeypatch):
     """numpy's bare MemoryError becomes a MemoryBudgetError naming what was asked for and its
-    size: the parameters of a model, the KV cache of start() (sized for block_size)."""
+    size: the parameters of a model, a layer's KV cache of start() (sized for block_size)."""
     import math
 
     from seqprob.errors import MemoryBudgetError
@@ -506,8 +506,8 @@ def test_allocations_the_machine_cannot_make_are_named_errors(monkeypatch):
     monkeypatch.setattr(params, "_anonymous_map", anonymous_map)
     with pytest.raises(MemoryBudgetError, match=r"the model's parameters need 2\.0 GiB"):
         GPT(GPTConfig(vocab_size=2 ** 20, block_size=8, n_layer=1, n_head=1, n_embd=2 ** 9))
-    long = GPT(GPTConfig(vocab_size=16, block_size=2 ** 16, n_layer=128, n_head=1, n_embd=64,
-                         positions="rotary", mlp_hidden=64))
+    long = GPT(GPTConfig(vocab_size=16, block_size=2 ** 16, n_layer=2, n_head=1, n_embd=64, head_size=2 ** 13,
+                         mlp_hidden=64))  # each layer's cache: 2 GiB
     assert np.isfinite(long.logprobs([1, 2])).all()  # the forward needs no cache
     with pytest.raises(MemoryBudgetError, match=r"the key cache .* need 2\.0 GiB"):
         long.start([1])
