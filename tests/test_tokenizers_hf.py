@@ -19,9 +19,9 @@ from budget import examples
 FIXTURES = Path(__file__).parent / "fixtures"
 HF = FIXTURES / "hf_tokenizers"
 EXPECTED = json.loads((HF / "expected.json").read_text(encoding="utf-8"))
-NAMES = ["gpt2", "llama3", "qwen2", "llama2", "gpt2_tiny"]
+NAMES = ["gpt2", "llama3", "qwen2", "llama2", "gpt2_tiny", "gemma3"]
 BOUNDARY = {"gpt2": "leading_space", "llama3": "leading_space", "qwen2": "leading_space",
-            "llama2": "leading_space", "gpt2_tiny": "none"}
+            "llama2": "leading_space", "gpt2_tiny": "none", "gemma3": "leading_space"}
 
 
 @pytest.fixture(scope="module", params=NAMES)
@@ -47,8 +47,8 @@ def test_special_tokens_match_transformers(case):
     if name == "qwen2":  # tokenizer_config.json: bos_token null -> config.json bos_token_id
         cfg = json.loads((HF / name / "config.json").read_text())
         assert tok.vocab.bos_id == cfg["bos_token_id"]
-    if name == "llama2":
-        assert tok.vocab.unk_id == exp["unk_token_id"] == 0
+    if name in ("llama2", "gemma3"):
+        assert tok.vocab.unk_id == exp["unk_token_id"] == {"llama2": 0, "gemma3": 3}[name]
     else:  # byte-level BPE has no unknown token (GPT-2's config names <|endoftext|>, not an OOV)
         assert tok.vocab.unk_id is None
 
