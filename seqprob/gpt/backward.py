@@ -13,7 +13,7 @@ import numpy as np
 from .. import _parallel, nn
 from ..errors import InputError
 from ..vocab import check_ids
-from .block import (TrainBuffers, block_backward, block_forward, embed_forward, norm_backward, norm_forward,
+from .block import (TrainBuffers, block_backward, blocks_forward, embed_forward, norm_backward, norm_forward,
                     unembed_forward)
 from .params import FlatParams, block_shapes, column_major_names, param_shapes
 
@@ -112,11 +112,8 @@ def _forward_backward(model, batch, mask, total, g, block_grads, drop, buffers):
     top, C = buffers[-1], cfg.n_embd
     x, emb_cache = embed_forward(inputs, p, out=top("x", (B, T, C)), scale=cfg.embed_scale)  # (B, T, C)
     x, d0 = nn.dropout_forward(x, cfg.dropout, drop)
-    caches = []
-    for layer, (block, layer_buffers) in enumerate(zip(model._block_params, buffers)):
-        x, cache = block_forward(x, block, cfg, model._ropes[layer], drop=drop, buffers=layer_buffers,
-                                 window=cfg.layer_window(layer))
-        caches.append(cache)
+    x, caches = blocks_forward(x, model._block_params, cfg, model._ropes,
+                               lambda i: dict(drop=drop, buffers=buffers[i]))
     hf, ln_cache = norm_forward(x, p, "ln_f", cfg, buffers=top)
     h2 = hf.reshape(B * T, -1)  # (N, C)
     w_u = model._w_u

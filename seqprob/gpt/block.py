@@ -43,7 +43,7 @@ from .. import nn
 
 Q_BLOCK = 128  # queries per block of the attention (the stage split aligns its row cuts to it)
 
-__all__ = ["embed_forward", "embed_row", "unembed_forward", "block_forward", "pre_attention", "post_attention", "block_backward", "make_workspace", "split_qkv",
+__all__ = ["embed_forward", "embed_row", "unembed_forward", "block_forward", "blocks_forward", "pre_attention", "post_attention", "block_backward", "make_workspace", "split_qkv",
            "norm_forward",
            "norm_backward", "RowParams", "RowWorkspace", "block_step", "norm_row", "TrainBuffers"]
 
@@ -197,6 +197,22 @@ def block_forward(x, p, config, rope=None, ws=None, drop=None, kv=None, pos=0, p
     y, c_a = _attend(q, k, v, config, ws, kv, pos, probs_out, buffers, window)
     x, c_post = post_attention(x, y, p, config, ws, drop, buffers)
     return x, (c_pre, c_a, c_post)
+
+
+def blocks_forward(x, blocks, config, ropes, per_layer=None, after=None):
+    """x (B, T, C) through every block in place, then the final norm's input: layer i with
+    its own rotary tables ``ropes[i]`` and window; ``per_layer(i)`` gives that layer's other
+    :func:`block_forward` arguments (workspace, cache, buffers, ...), ``after(i, x)`` sees x
+    after block i. Returns x and the blocks' caches: the loop of the inference forward
+    (:meth:`GPT._hidden`) and of training (:mod:`seqprob.gpt.backward`)."""
+    caches = []
+    for layer, p in enumerate(blocks):
+        x, cache = block_forward(x, p, config, ropes[layer], window=config.layer_window(layer),
+                                 **(per_layer(layer) if per_layer else {}))
+        caches.append(cache)
+        if after is not None:
+            after(layer, x)
+    return x, caches
 
 
 def pre_attention(x, p, config, rope=None, ws=None, pos=0, buffers=None):
@@ -508,6 +524,7 @@ class RowParams(NamedTuple):
     ln_mlp_b: np.ndarray | None = None
     rope: tuple | None = None
     window: int | None = None
+    p: dict | None = None  # the dict itself: the options shared with the batched helpers read it
 
     @classmethod
     def of(cls, p: dict, rope=None, window=None) -> "RowParams":
@@ -521,7 +538,7 @@ class RowParams(NamedTuple):
                    w_down=p["mlp.c_proj.w"], b_down=p.get("mlp.c_proj.b"),
                    q_norm_g=p.get("attn.q_norm.g"), k_norm_g=p.get("attn.k_norm.g"),
                    ln_attn_g=p.get("ln_attn.g"), ln_attn_b=p.get("ln_attn.b"),
-                   ln_mlp_g=p.get("ln_mlp.g"), ln_mlp_b=p.get("ln_mlp.b"), rope=rope, window=window)
+                   ln_mlp_g=p.get("ln_mlp.g"), ln_mlp_b=p.get("ln_mlp.b"), rope=rope, window=window, p=p)
 
 
 class RowWorkspace:
@@ -545,7 +562,7 @@ class RowWorkspace:
 
     __slots__ = ("x", "h", "tmp", "ones", "qkv", "q", "k", "v", "qk", "qk_rot", "q_rot", "k_rot",
                  "s", "s_max", "e", "y", "y3", "a", "u", "t", "m", "rms", "eps", "mlp", "parallel",
-                 "scale", "softcap", "qk_norm", "nq", "nk", "hd")
+                 "scale", "softcap", "config")
 
     def __init__(self, config, dtype):
         C, H, Hkv, hd, F = (config.n_embd, config.n_head, config.kv_heads, config.head_dim,
@@ -570,8 +587,7 @@ class RowWorkspace:
         self.t = np.empty(F, dtype)
         self.rms, self.eps = config.norm == "rmsnorm", config.layer_norm_epsilon
         self.mlp, self.parallel = config.mlp, config.parallel_residual
-        self.scale, self.softcap = config.scale, config.attn_softcap
-        self.qk_norm, self.nq, self.nk, self.hd = config.qk_norm, nq, nk, hd
+        self.scale, self.softcap, self.config = config.scale, config.attn_softcap, config
 
 
 def block_step(x, L: RowParams, K, V, pos: int, ws: RowWorkspace):
@@ -602,14 +618,14 @@ def block_step(x, L: RowParams, K, V, pos: int, ws: RowWorkspace):
     True
     """
     h = x if L.ln_1_g is None else norm_row(x, L.ln_1_g, L.ln_1_b, ws)
-    a = _post_norm_row(_attention_row(h, L, K, V, pos, ws), L.ln_attn_g, L.ln_attn_b, ws)
+    a = _post_norm_row(_attention_row(h, L, K, V, pos, ws), L, "ln_attn", ws)
     if ws.parallel:  # the MLP reads x before the attention is added
         m = _mlp_row(x if L.ln_2_g is None else norm_row(x, L.ln_2_g, L.ln_2_b, ws), L, ws)
         x += a
     else:
         x += a
         m = _mlp_row(x if L.ln_2_g is None else norm_row(x, L.ln_2_g, L.ln_2_b, ws), L, ws)
-    x += _post_norm_row(m, L.ln_mlp_g, L.ln_mlp_b, ws)
+    x += _post_norm_row(m, L, "ln_mlp", ws)
     return x
 
 
@@ -620,23 +636,11 @@ def norm_row(x, g, b, ws: RowWorkspace):
     return nn.layer_norm_row(x, g, b, ws.eps, out=ws.h, tmp=ws.tmp, ones=ws.ones)
 
 
-def _post_norm_row(a, g, b, ws):
-    """The norm of a sublayer's output row a (C,) in place (Gemma, OLMo 2); a itself if none."""
-    if g is None:
+def _post_norm_row(a, L, name, ws):
+    """:func:`_post_norm` of one sublayer output row a (C,), in place (Gemma, OLMo 2)."""
+    if L.ln_attn_g is None:  # the block has no post-norms
         return a
-    if ws.rms:
-        return nn.rms_norm_row(a, g, ws.eps, out=a, tmp=ws.tmp)
-    a[...] = nn.layer_norm_row(a, g, b, ws.eps, out=ws.h, tmp=ws.tmp, ones=ws.ones)
-    return a
-
-
-def _qk_norm_row(L, ws) -> None:
-    """:func:`_qk_norm_forward` of the one row's query and key columns, in place."""
-    for g, lo, width in ((L.q_norm_g, 0, ws.nq), (L.k_norm_g, ws.nq, ws.nk)):
-        part = ws.qkv[lo:lo + width]
-        if ws.qk_norm == "head":
-            part = part.reshape(width // ws.hd, ws.hd)
-        nn.rms_norm_forward(part, g, ws.eps, out=part)
+    return _post_norm(a[None, None], L.p, name, ws.config, True, None)[0][0, 0]
 
 
 def _attention_row(h, L, K, V, pos, ws):
@@ -644,7 +648,7 @@ def _attention_row(h, L, K, V, pos, ws):
     if L.b_qkv is not None:
         qkv += L.b_qkv
     if L.q_norm_g is not None:
-        _qk_norm_row(L, ws)
+        _qk_norm_forward(qkv[None, None], L.p, ws.config, inference=True)  # (1, 1, Q + 2K) view
     q, k = ws.q, ws.k
     if L.rope is not None:
         cos, sin = L.rope

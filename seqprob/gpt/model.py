@@ -21,7 +21,7 @@ from ..checks import check_int
 from ..functional import TokenStats, check_stride, plan_windows, target_stats
 from ..vocab import Vocab, check_ids
 from . import backward, decode, stages
-from .block import block_forward, embed_forward, make_workspace, norm_forward, unembed_forward
+from .block import blocks_forward, embed_forward, make_workspace, norm_forward, unembed_forward
 from .config import GPTConfig
 from .decode import GPTState
 from .params import (FlatParams, allocate, block_shapes, check_fits, column_major_names, copy_into, decay_names,
@@ -334,11 +334,14 @@ class GPT(BaseLanguageModel):
         x = self._embed(ids, out=ws["x"])
         if resid is not None:
             resid[:, 0] = x
-        for layer, p in enumerate(self._block_params):
-            block_forward(x, p, cfg, self._ropes[layer], ws=ws, kv=None if kv is None else kv.layer(layer),
-                          probs_out=None if attn is None else attn[:, layer], window=cfg.layer_window(layer))
-            if resid is not None:
-                resid[:, layer + 1] = x
+
+        def keep(layer, x):
+            resid[:, layer + 1] = x
+
+        blocks_forward(x, self._block_params, cfg, self._ropes,
+                       lambda i: dict(ws=ws, kv=None if kv is None else kv.layer(i),
+                                      probs_out=None if attn is None else attn[:, i]),
+                       None if resid is None else keep)
         return norm_forward(x, self.params, "ln_f", cfg, out=ws["h"])[0]
 
     def _output(self, shape: tuple, what: str, dtype=None) -> np.ndarray:
