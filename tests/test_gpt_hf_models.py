@@ -14,7 +14,7 @@ from seqprob.gpt import GPT
 from seqprob.gpt.hf import _params, config_from_hf
 
 HF = Path(__file__).parent / "fixtures" / "hf_models"
-FAMILIES = ["qwen3", "gemma2", "gemma3", "gemma3_4x", "olmo2", "phi3", "mistral_sw", "qwen2_sw", "smollm3"]
+FAMILIES = ["qwen3", "gemma2", "gemma2_h20", "gemma3", "gemma3_4x", "olmo2", "phi3", "mistral_sw", "qwen2_sw", "smollm3"]
 VARIANTS = ["llama_gqa", "llama_mqa_l3", "llama_hub4", "qwen2", "neox", "neox_seq4", "llama_bias", "sharded",
             "bf16", "neox_bf16"] + FAMILIES
 BF16_VARIANTS = ["bf16", "neox_bf16"]  # every tensor stored as BF16 (Llama; NeoX's fused, per-head q|k|v)
@@ -395,3 +395,20 @@ def test_param_counts_of_a_family_equal_the_checkpoint(variant):
     if model.config.tie_weights and "lm_head.weight" in load_file(HF / variant / "model.safetensors"):
         n -= model.config.vocab_size * model.config.n_embd
     assert int(model.config.param_counts()["params"].iloc[-1]) == model.n_params() == n
+
+
+def test_gemma3_ignores_the_attention_softcap_as_transformers_does(tmp_path):
+    """Gemma 3's config may carry attn_logit_softcapping, which transformers never applies."""
+    folder = _copy(tmp_path, "gemma3")
+    _edit(folder, attn_logit_softcapping=2.0)
+    model = GPT.from_hf(folder, dtype="float64")
+    assert model.config.attn_softcap is None
+    ids = np.load(folder / "ids.npy")
+    np.testing.assert_allclose(model.logits(ids), np.load(folder / "logits_f64.npy"), atol=1e-9, rtol=0)
+
+
+def test_gemma_embedding_scale_of_a_width_without_an_exact_root():
+    """gemma2_h20 (hidden 20: sqrt(20) is not a float32 number; fixture made independently of
+    gemma2, with its own float64 patches) matches in both dtypes."""
+    cfg = GPT.from_hf(HF / "gemma2_h20").config
+    assert cfg.n_embd == 20 and cfg.embed_scale == pytest.approx(20 ** 0.5)

@@ -80,7 +80,7 @@ def test_a_sharded_snapshot_of_symlinks_loads(cache):
                                atol=1e-4)
 
 
-FAMILIES = ["qwen3", "gemma2", "gemma3", "gemma3_4x", "olmo2", "phi3", "mistral_sw", "qwen2_sw", "smollm3"]
+FAMILIES = ["qwen3", "gemma2", "gemma2_h20", "gemma3", "gemma3_4x", "olmo2", "phi3", "mistral_sw", "qwen2_sw", "smollm3"]
 
 
 @pytest.mark.parametrize("variant", FAMILIES)

@@ -246,6 +246,8 @@ def _gemma(hf: dict, kind: str, out: dict) -> dict:
     """Gemma's embedding scale sqrt(d), score scale query_pre_attn_scalar^-1/2 and soft-caps."""
     caps = {}
     for key, name in (("attn_logit_softcapping", "attn_softcap"), ("final_logit_softcapping", "final_softcap")):
+        if key == "attn_logit_softcapping" and kind == "gemma3_text":
+            continue  # transformers' Gemma 3 stores it but never applies it
         if hf.get(key) is not None:
             caps[name] = _num(hf, key, None, kind)
     head = out["head_size"] or out["n_embd"] // out["n_head"]
