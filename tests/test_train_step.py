@@ -114,14 +114,14 @@ def test_block_with_buffers_and_scratch_equals_plain(a, B, T):
     rng = np.random.default_rng(a["seed"])
     x = rng.standard_normal((B, T, cfg.n_embd))
     dy = rng.standard_normal(x.shape)
-    y, cache = block_forward(x.copy(), p, cfg, model._rope)
+    y, cache = block_forward(x.copy(), p, cfg, model._ropes[0])
     g = {k: np.zeros_like(v) for k, v in p.items()}
-    dx = block_backward(dy.copy(), cache, g, cfg, model._rope)
+    dx = block_backward(dy.copy(), cache, g, cfg, model._ropes[0])
     buffers, scratch = TrainBuffers(x.dtype), TrainBuffers(x.dtype)
     for _ in range(2):  # the second round reuses every array
-        y2, cache2 = block_forward(x.copy(), p, cfg, model._rope, buffers=buffers)
+        y2, cache2 = block_forward(x.copy(), p, cfg, model._ropes[0], buffers=buffers)
         g2 = {k: np.full_like(v, np.nan) for k, v in p.items()}
-        dx2 = block_backward(dy.copy(), cache2, g2, cfg, model._rope, scratch=scratch)
+        dx2 = block_backward(dy.copy(), cache2, g2, cfg, model._ropes[0], scratch=scratch)
         np.testing.assert_allclose(y2, y, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(dx2, dx, rtol=1e-12, atol=1e-12)
         for k in g:

@@ -34,7 +34,6 @@ a layer's rotary tables and sliding window are chosen in one place
 """
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
@@ -516,15 +515,9 @@ class RowParams(NamedTuple):
     b_up: np.ndarray | None
     w_down: np.ndarray
     b_down: np.ndarray | None
-    q_norm_g: np.ndarray | None = None
-    k_norm_g: np.ndarray | None = None
-    ln_attn_g: np.ndarray | None = None
-    ln_attn_b: np.ndarray | None = None
-    ln_mlp_g: np.ndarray | None = None
-    ln_mlp_b: np.ndarray | None = None
     rope: tuple | None = None
     window: int | None = None
-    p: dict | None = None  # the dict itself: the options shared with the batched helpers read it
+    p: dict | None = None  # the dict itself: q/k norms and post-norms run the batched helpers on it
 
     @classmethod
     def of(cls, p: dict, rope=None, window=None) -> "RowParams":
@@ -535,10 +528,7 @@ class RowParams(NamedTuple):
                    w_o=p["attn.c_proj.w"], b_o=p.get("attn.c_proj.b"),
                    ln_2_g=p.get("ln_2.g"), ln_2_b=p.get("ln_2.b"),
                    w_up=p["mlp.c_fc.w"], b_up=p.get("mlp.c_fc.b"),
-                   w_down=p["mlp.c_proj.w"], b_down=p.get("mlp.c_proj.b"),
-                   q_norm_g=p.get("attn.q_norm.g"), k_norm_g=p.get("attn.k_norm.g"),
-                   ln_attn_g=p.get("ln_attn.g"), ln_attn_b=p.get("ln_attn.b"),
-                   ln_mlp_g=p.get("ln_mlp.g"), ln_mlp_b=p.get("ln_mlp.b"), rope=rope, window=window, p=p)
+                   w_down=p["mlp.c_proj.w"], b_down=p.get("mlp.c_proj.b"), rope=rope, window=window, p=p)
 
 
 class RowWorkspace:
@@ -562,7 +552,7 @@ class RowWorkspace:
 
     __slots__ = ("x", "h", "tmp", "ones", "qkv", "q", "k", "v", "qk", "qk_rot", "q_rot", "k_rot",
                  "s", "s_max", "e", "y", "y3", "a", "u", "t", "m", "rms", "eps", "mlp", "parallel",
-                 "scale", "softcap", "config")
+                 "scale", "softcap", "config", "qk_norm", "post_norms")
 
     def __init__(self, config, dtype):
         C, H, Hkv, hd, F = (config.n_embd, config.n_head, config.kv_heads, config.head_dim,
@@ -588,6 +578,7 @@ class RowWorkspace:
         self.rms, self.eps = config.norm == "rmsnorm", config.layer_norm_epsilon
         self.mlp, self.parallel = config.mlp, config.parallel_residual
         self.scale, self.softcap, self.config = config.scale, config.attn_softcap, config
+        self.qk_norm, self.post_norms = config.qk_norm is not None, config.block_norms != "pre"
 
 
 def block_step(x, L: RowParams, K, V, pos: int, ws: RowWorkspace):
@@ -638,7 +629,7 @@ def norm_row(x, g, b, ws: RowWorkspace):
 
 def _post_norm_row(a, L, name, ws):
     """:func:`_post_norm` of one sublayer output row a (C,), in place (Gemma, OLMo 2)."""
-    if L.ln_attn_g is None:  # the block has no post-norms
+    if not ws.post_norms:
         return a
     return _post_norm(a[None, None], L.p, name, ws.config, True, None)[0][0, 0]
 
@@ -647,7 +638,7 @@ def _attention_row(h, L, K, V, pos, ws):
     qkv = np.dot(h, L.w_qkv, out=ws.qkv)  # (3C,) for multi-head attention
     if L.b_qkv is not None:
         qkv += L.b_qkv
-    if L.q_norm_g is not None:
+    if ws.qk_norm:
         _qk_norm_forward(qkv[None, None], L.p, ws.config, inference=True)  # (1, 1, Q + 2K) view
     q, k = ws.q, ws.k
     if L.rope is not None:

@@ -1,4 +1,5 @@
-"""Import Hugging Face checkpoints: GPT-2, Llama (Mistral, SmolLM, TinyLlama), Qwen2, GPT-NeoX.
+"""Import Hugging Face checkpoints: GPT-2, the Llama lineage (Llama, Mistral, Qwen2/3, Gemma 2/3,
+OLMo 2, Phi-3, SmolLM3) and GPT-NeoX.
 
 ``config.json`` picks the architecture (``model_type``, else ``architectures``) and is read
 in both dialects (transformers 5 ``rope_parameters``; 4.x ``rope_theta`` / ``rope_scaling``,
@@ -6,10 +7,11 @@ NeoX ``rotary_pct`` / ``rotary_emb_base``), validated field by field before anyt
 allocated. Each architecture's tensor names are mapped onto seqprob's one parameter layout
 (:mod:`seqprob.gpt.params`): PyTorch ``Linear`` weights ``[out, in]`` are transposed to
 ``[in, out]``, Q/K/V are fused as ``[q | k | v]`` columns (NeoX's per-head interleaving is
-undone), SwiGLU's gate and up as ``[gate | up]``. Single files and sharded checkpoints
+undone), a gated MLP's gate and up as ``[gate | up]``; what each family of the lineage turns
+on is :data:`_FAMILIES` (Gemma's (1 + w) norm gains are stored as 1 + w). Single files and sharded checkpoints
 (``model.safetensors.index.json``, every shard inside the folder) are read; F32, F16 and
 BF16 weights load into float32 or float64. Options that change the numerics and that seqprob
-lacks (sliding-window attention, other RoPE kinds, other activations, ...) are refused.
+lacks (other RoPE kinds such as ``longrope``, other activations or layer types, ...) are refused.
 """
 from __future__ import annotations
 
@@ -614,9 +616,9 @@ def from_hf(path, dtype: str = "float32", tokenizer=None, cls=None, revision: st
     ----------
     path : str or Path
         Folder with ``config.json`` and ``model.safetensors`` (or shards + index), or the
-        ``.safetensors`` file itself with ``config.json`` beside it. Supported: GPT-2
-        (``GPT2LMHeadModel``), Llama (``LlamaForCausalLM``, also Mistral/SmolLM/TinyLlama
-        style), Qwen2 (``Qwen2ForCausalLM``), GPT-NeoX/Pythia (``GPTNeoXForCausalLM``).
+        ``.safetensors`` file itself with ``config.json`` beside it. Supported: the classes
+        of :data:`ARCHITECTURES` (GPT-2, Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3 text,
+        OLMo 2, Phi-3, SmolLM3, GPT-NeoX/Pythia).
     dtype : {"float32", "float64"}
         Weights (F32, F16 or BF16 in the file) are converted to this dtype (float64
         reproduces HF's float64 logits to 1e-9).
@@ -722,5 +724,5 @@ def _load_hf_folder(path):
 
 
 register_model_format("hf", _is_hf_folder, _load_hf_folder,
-                      "Hugging Face transformers folder of a GPT-2, Llama, Mistral, Qwen2 or GPT-NeoX "
-                      "model (config.json + *.safetensors)")
+                      "Hugging Face transformers folder of a GPT-2, Llama, Mistral, Qwen2/3, Gemma 2/3, "
+                      "OLMo 2, Phi-3, SmolLM3 or GPT-NeoX model (config.json + *.safetensors)")

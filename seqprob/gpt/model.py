@@ -26,7 +26,7 @@ from .config import GPTConfig
 from .decode import GPTState
 from .params import (FlatParams, allocate, block_shapes, check_fits, column_major_names, copy_into, decay_names,
                      init_params, param_shapes)
-from .rope import layer_ropes, rope_tables
+from .rope import layer_ropes
 
 __all__ = ["GPT", "GPTState", "ActivationCache"]
 
@@ -129,7 +129,6 @@ class GPT(BaseLanguageModel):
         self._block_params = [{k: self._flat.arrays[f"h.{i}.{k}"] for k in keys} for i in range(config.n_layer)]
         self._block_grads = [{k: self._gflat.arrays[f"h.{i}.{k}"] for k in keys} for i in range(config.n_layer)]
         self._ropes = layer_ropes(config, self.dtype)  # per layer: (cos, sin) or None
-        self._rope = rope_tables(config, self.dtype)
         self._tokenizer = None
         self.vocab_ = self._default_vocab(bos_id, eos_id) if vocab is None else self._check_vocab(vocab)
         if tokenizer is not None:
