@@ -204,6 +204,17 @@ def test_train_llama_style_config_lowers_the_loss():
     (dict(qkv_bias="yes"), "qkv_bias must be True or False"),
     (dict(parallel_residual=None), "parallel_residual must be True or False"),
     (dict(n_embd=2 ** 18), "n_embd=262144 exceeds the limit"),
+    (dict(head_size=0), "head_size must be >= 1"),
+    (dict(qk_norm="layer"), "unknown qk_norm 'layer'"),
+    (dict(block_norms="both"), "unknown block_norms 'both'"),
+    (dict(embed_scale=0.0), "embed_scale must be a finite number > 0"),
+    (dict(attn_softcap=-1.0), "attn_softcap must be None or a finite number > 0"),
+    (dict(final_softcap=float("inf")), "final_softcap must be None or a finite number > 0"),
+    (dict(sliding_window=0), "sliding_window must be >= 1"),
+    (dict(layer_types=("sliding",)), "layer_types must list one of"),
+    (dict(layer_types=("full", "chunked")), "layer_types must list one of"),
+    (dict(layer_types=("sliding", "full", "full", "full")), "sliding layers but sliding_window is None"),
+    (dict(nope_layers=(5,)), "nope_layers must list layer indices"),
 ])
 def test_config_rejects_bad_options(change, message):
     with pytest.raises(InputError, match=message):
