@@ -19,9 +19,11 @@ from budget import examples
 FIXTURES = Path(__file__).parent / "fixtures"
 HF = FIXTURES / "hf_tokenizers"
 EXPECTED = json.loads((HF / "expected.json").read_text(encoding="utf-8"))
-NAMES = ["gpt2", "llama3", "qwen2", "llama2", "gpt2_tiny", "gemma3"]
+NAMES = ["gpt2", "llama3", "qwen2", "llama2", "gpt2_tiny", "gemma3", "qwen3"]
 BOUNDARY = {"gpt2": "leading_space", "llama3": "leading_space", "qwen2": "leading_space",
-            "llama2": "leading_space", "gpt2_tiny": "none", "gemma3": "leading_space"}
+            "llama2": "leading_space", "gpt2_tiny": "none", "gemma3": "leading_space", "qwen3": "leading_space"}
+NO_BOS = ("qwen2", "qwen3")  # tokenizer_config.json: bos_token null -> config.json bos_token_id
+UNK = {"llama2": 0, "gemma3": 3}  # the others are byte-level BPE, which has no unknown token
 
 
 @pytest.fixture(scope="module", params=NAMES)
@@ -42,13 +44,13 @@ def test_ids_match_transformers(case):
 
 def test_special_tokens_match_transformers(case):
     name, tok, exp = case
-    assert tok.vocab.bos_id == exp["bos_token_id"] or (name == "qwen2" and exp["bos_token_id"] is None)
+    assert tok.vocab.bos_id == exp["bos_token_id"] or (name in NO_BOS and exp["bos_token_id"] is None)
     assert tok.vocab.eos_id == exp["eos_token_id"]
-    if name == "qwen2":  # tokenizer_config.json: bos_token null -> config.json bos_token_id
+    if name in NO_BOS:
         cfg = json.loads((HF / name / "config.json").read_text())
         assert tok.vocab.bos_id == cfg["bos_token_id"]
-    if name in ("llama2", "gemma3"):
-        assert tok.vocab.unk_id == exp["unk_token_id"] == {"llama2": 0, "gemma3": 3}[name]
+    if name in UNK:
+        assert tok.vocab.unk_id == exp["unk_token_id"] == UNK[name]
     else:  # byte-level BPE has no unknown token (GPT-2's config names <|endoftext|>, not an OOV)
         assert tok.vocab.unk_id is None
 
@@ -164,3 +166,88 @@ def test_special_tokens_map_names_bos_when_tokenizer_config_does_not(tmp_path):
     (tmp_path / "special_tokens_map.json").write_text(json.dumps({"bos_token": {"content": "<|endoftext|>"}}))
     tok = HFTokenizer(tmp_path / "tokenizer.json")
     assert tok.vocab.bos == "<|endoftext|>" and tok.vocab.eos == "<|im_end|>"
+
+
+# ---------------------------------------------------------------- Gemma 3 and Qwen3 layouts
+def test_folder_tokenizer_gemma3_cuts_the_image_token_off():
+    """gemma-3-1b / 270m: config.json's vocab_size is one short of the tokenizer
+    (<image_soft_token> is the id past the text model's table)."""
+    from seqprob.tokenizers.hf import folder_tokenizer
+
+    cfg = json.loads((HF / "gemma3" / "config.json").read_text())
+    tok = folder_tokenizer(HF / "gemma3")
+    assert len(tok.vocab) == cfg["vocab_size"] == EXPECTED["gemma3"]["vocab_size"] - 1
+    assert (tok.vocab.bos, tok.vocab.eos, tok.vocab.unk) == ("<bos>", "<eos>", "<unk>")
+    assert (tok.vocab.bos_id, tok.vocab.eos_id, tok.vocab.unk_id) == (2, 1, 3) == (cfg["bos_token_id"], 1, 3)
+    for c in EXPECTED["gemma3"]["cases"]:
+        assert tok.encode(c["text"]) == c["ids"]
+    with pytest.raises(InputError, match="image_soft_token"):
+        tok.encode("an image: <image_soft_token>")
+    with pytest.raises(InputError):
+        HFTokenizer(HF / "gemma3", vocab_size=100)  # would cut pieces of the model's vocabulary
+
+
+def test_folder_tokenizer_qwen3_has_no_bos_in_the_tokenizer():
+    """Qwen3: tokenizer_config.json says bos_token null; config.json's bos_token_id names
+    <|endoftext|>, its vocab_size pads the tokenizer."""
+    from seqprob.tokenizers.hf import folder_tokenizer
+
+    cfg = json.loads((HF / "qwen3" / "config.json").read_text())
+    tok = folder_tokenizer(HF / "qwen3")
+    assert len(tok.vocab) == cfg["vocab_size"] > EXPECTED["qwen3"]["vocab_size"]
+    assert EXPECTED["qwen3"]["bos_token_id"] is None  # transformers: the tokenizer has no BOS
+    assert (tok.vocab.bos, tok.vocab.eos, tok.vocab.unk) == ("<|endoftext|>", "<|im_end|>", None)
+    assert (tok.vocab.bos_id, tok.vocab.eos_id) == (cfg["bos_token_id"], cfg["eos_token_id"])
+    think = tok.encode("<think>\nhmm\n</think>")
+    assert tok.token_strings([think[0], think[-1]]) == ["<think>", "</think>"]
+
+
+def test_gemma3_special_tokens_map_names_bos_eos(tmp_path):
+    """A tokenizer_config.json without the names: special_tokens_map.json's {"content": ...}."""
+    for f in ("tokenizer.json", "special_tokens_map.json"):
+        shutil.copy(HF / "gemma3" / f, tmp_path / f)
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"add_bos_token": True}))
+    tok = HFTokenizer(tmp_path)
+    assert (tok.vocab.bos, tok.vocab.eos, tok.vocab.unk) == ("<bos>", "<eos>", "<unk>")
+
+
+def test_pieces_keep_what_nfc_folds():
+    """NFC composes "e" + U+0301 into one character whose offsets leave the mark out: the
+    pieces still spell the text."""
+    tok = _cached("qwen3")
+    for text in ["e\u0301", "cafe\u0301 A\u030a x", "\u1100\u1161 jamo"]:
+        pieces = tok.pieces(text)
+        assert "".join(pieces) == text and len(pieces) == len(tok.encode(text))
+
+
+_MARKERS = ["<start_of_turn>", "<end_of_turn>", "<bos>", "<eos>", "<|im_start|>", "<|im_end|>",
+            "<|endoftext|>", "<think>", "</think>", "▁"]
+_RUNS = st.builds(lambda c, n: c * n, st.sampled_from([" ", "\n", "\t", "\r\n", " \t", "\u00a0", "\u3000"]),
+                  st.integers(1, 9))
+_TEXTS = st.lists(st.one_of(st.text(max_size=8), _RUNS, st.sampled_from(_MARKERS)), max_size=8).map("".join)
+
+
+@pytest.mark.parametrize("name", ["gemma3", "qwen3"])
+@settings(max_examples=examples(40), deadline=None)
+@given(text=_TEXTS)
+def test_matches_the_tokenizers_library_on_any_text(name, text):
+    """Random unicode with whitespace runs and special tokens: the ids of the ``tokenizers``
+    library (never its post-processor's BOS), pieces that spell the text, and decode giving
+    the text back (Gemma: byte fallback, spaces for "▁"; Qwen3: NFC)."""
+    import unicodedata
+
+    from tokenizers import Tokenizer as Rust
+
+    tok = _cached(name)
+    if name not in _RUST:
+        _RUST[name] = Rust.from_file(str(HF / name / "tokenizer.json"))
+    ids = tok.encode(text)
+    assert ids == _RUST[name].encode(text, add_special_tokens=False).ids
+    assert tok.encode_batch([text, text]) == [ids, ids]
+    pieces = tok.pieces(text)
+    assert len(pieces) == len(ids) and "".join(pieces) == text
+    want = text.replace("▁", " ") if name == "gemma3" else unicodedata.normalize("NFC", text)
+    assert tok.decode(ids) == want
+
+
+_RUST = {}

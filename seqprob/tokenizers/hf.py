@@ -60,6 +60,9 @@ class HFTokenizer(Tokenizer):
     vocab_size : int, optional
         Pad the vocabulary to this many ids (a model's embedding table is often larger than
         its tokenizer); padded ids are named ``<|unused_ID|>`` and never produced by ``encode``.
+        A smaller size cuts off added tokens past the model's table (Gemma 3's
+        ``<image_soft_token>`` is id 262144 of a 262144-row text model): ``encode`` raises
+        :class:`~seqprob.errors.InputError` on a text that spells one.
 
     Notes
     -----
@@ -101,7 +104,7 @@ class HFTokenizer(Tokenizer):
                                   f"{str(exc)[:200]}", path=source) from None
         self.json_ = text
         self.source_ = source
-        tokens = self._tokens()
+        tokens = self._tokens({t.get("id") for t in spec.get("added_tokens") or [] if isinstance(t, dict)})
         names = {r: getattr(self, r) or defaults.get(r) for r in ("bos", "eos")}
         names = {r: _token_name(v, tokens) for r, v in names.items()}
         unk = self.unk if self.unk is not None else (spec.get("model") or {}).get("unk_token")
@@ -114,16 +117,30 @@ class HFTokenizer(Tokenizer):
         self.word_boundary_ = _check_boundary(self.word_boundary_arg) if self.word_boundary_arg \
             else detect_word_boundary(spec)
 
-    def _tokens(self) -> list:
+    def _tokens(self, added: set) -> list:
+        """Token strings by id, padded (or cut to the added tokens past) ``vocab_size``."""
         n = self.backend_.get_vocab_size(with_added_tokens=True)
         by_id = {i: t for t, i in self.backend_.get_vocab(with_added_tokens=True).items()}
         size = max(n, max(by_id, default=-1) + 1)
         if self.vocab_size is not None:
-            if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) or self.vocab_size < size:
-                raise InputError(f"vocab_size must be an integer >= the tokenizer's {size} ids, got "
-                                 f"{self.vocab_size!r}", value=self.vocab_size, limit=size)
+            # the smallest size that keeps every id of the model's own vocabulary
+            least = 1 + max((i for i in by_id if i not in added), default=-1)
+            if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) or self.vocab_size < least:
+                raise InputError(f"vocab_size must be an integer >= the tokenizer's {least} ids (its added "
+                                 f"tokens may be cut off), got {self.vocab_size!r}",
+                                 value=self.vocab_size, limit=least)
             size = self.vocab_size
         return [by_id.get(i, f"<|unused_{i}|>") for i in range(size)]
+
+    def _within(self, ids: list, text: str) -> list:
+        """``ids``, or InputError when one is an added token cut off by ``vocab_size``."""
+        size = len(self.vocab_)
+        for i in ids:
+            if i >= size:
+                raise InputError(f"{text!r:.60} holds the token {self.backend_.id_to_token(i)!r} (id {i}), "
+                                 f"past the {size} ids this tokenizer was cut to (vocab_size)",
+                                 token=self.backend_.id_to_token(i), limit=size)
+        return ids
 
     @property
     def word_boundary(self) -> str:
@@ -135,13 +152,14 @@ class HFTokenizer(Tokenizer):
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` without special tokens (no BOS / EOS)."""
         self.vocab  # noqa: B018
-        return list(self.backend_.encode(check_text(text), add_special_tokens=False).ids)
+        return self._within(list(self.backend_.encode(check_text(text), add_special_tokens=False).ids), text)
 
     def encode_batch(self, texts) -> list[list[int]]:
         """Encode each text (in one call to the Rust tokenizer)."""
         self.vocab  # noqa: B018
         items = list(iter_texts(texts))
-        return [list(e.ids) for e in self.backend_.encode_batch(items, add_special_tokens=False)]
+        encodings = self.backend_.encode_batch(items, add_special_tokens=False)
+        return [self._within(list(e.ids), text) for e, text in zip(encodings, items)]
 
     def decode(self, ids) -> str:
         """Text of ``ids`` (special tokens kept as their text, like transformers' ``decode``)."""
@@ -152,16 +170,32 @@ class HFTokenizer(Tokenizer):
         """The surface text of each token of ``encode(text)``, from the tokenizer's offsets.
 
         A character split over several byte tokens shows on the first of them (the others
-        get ``""``), so the pieces concatenate to the text the tokens cover.
+        get ``""``), so the pieces concatenate to the text the tokens cover. Characters the
+        normalizer folds into the one before (NFC: ``"e\u0301"`` -> ``"é"``), which the
+        tokenizer's offsets leave out, go to the token of that character.
         """
         self.vocab  # noqa: B018
         enc = self.backend_.encode(check_text(text), add_special_tokens=False)
-        out, end = [], 0
+        out, end, last = [], 0, None  # last: (index, start) of the latest non-empty piece
         for s, e in enc.offsets:
             start = max(s, end)
+            if last is not None and start > end and self._folded(text[last[1]:end], text[end:start]):
+                out[last[0]] += text[end:start]
             out.append(text[start:e] if e > start else "")
+            if e > start:
+                last = (len(out) - 1, start)
             end = max(end, e)
+        if last is not None and len(text) > end and self._folded(text[last[1]:end], text[end:]):
+            out[last[0]] += text[end:]
         return out
+
+    def _folded(self, before: str, gap: str) -> bool:
+        """True when the normalizer merges ``gap`` (text no token's offsets cover) into
+        ``before``: normalizing them together differs from normalizing each."""
+        norm = self.backend_.normalizer
+        if norm is None:
+            return False
+        return norm.normalize_str(before + gap) != norm.normalize_str(before) + norm.normalize_str(gap)
 
     # ------------------------------------------------------------------ save / load
     def to_dict(self) -> dict:
@@ -271,7 +305,8 @@ def detect_word_boundary(spec: dict) -> str:
 
 def folder_tokenizer(folder) -> "HFTokenizer | None":
     """The ``tokenizer.json`` of a Hugging Face model folder, padded to ``config.json``'s
-    ``vocab_size`` (models often have more rows than the tokenizer has tokens), or None."""
+    ``vocab_size`` (models often have more rows than the tokenizer has tokens; Gemma 3's text
+    models one row fewer: its last added token is cut off), or None."""
     folder = Path(folder)
     if not (folder / "tokenizer.json").is_file():
         return None
