@@ -87,7 +87,7 @@ DUMPER = "llamacpp-logprobs"
 
 def shapes(quick: bool) -> tuple:
     """(tokens scored, tokens decoded)."""
-    return (128, 16) if quick else (1024, 128)
+    return (256, 16) if quick else (1024, 128)
 
 
 # ----------------------------------------------------------------------------- reference children
@@ -232,9 +232,11 @@ def run_measured(cmd: list, threads: int, cpus: str | None = None) -> tuple:
 
 
 def perplexity_cmd(bin_dir, gguf, text, threads, T) -> list:
-    half = (T - 1) // 2  # --ppl-stride S: context c + S/2 = T, all T-1 next tokens scored
+    # --ppl-stride S: context c + S/2 = T (a multiple of 256: llama.cpp pads n_ctx), all T-1 next
+    # tokens scored; the batch is capped at c, so the chunk goes in two decodes (c, T - c)
+    half = (T - 1) // 2
     return [bin_dir / "llama-perplexity", "-m", gguf, "-f", text, "-t", threads, "-c", T - half,
-            "--ppl-stride", T - 1, "--chunks", 1, "-b", T]
+            "--ppl-stride", T - 1, "--chunks", 1, "-b", T, "-ub", T, "-lv", 4]  # -lv 4: the perf lines
 
 
 def llama_score(bin_dir, gguf, text, threads, T, runs, cpus) -> dict:
@@ -315,7 +317,7 @@ def agreement(opts, m, dumper: Path, threads: int) -> dict:
     H.run_child(__file__, seqprob_args(opts, m, "check", threads, out), threads, opts.keep_openblas_env, opts.cpus)
     ours = np.load(out)
     ref_file = opts.folder / "check.f64"
-    subprocess.run([dumper, m["gguf"], m["check_ids"], ref_file, threads], env=H.child_env(threads),
+    subprocess.run([str(x) for x in (dumper, m["gguf"], m["check_ids"], ref_file, threads)], env=H.child_env(threads),
                    capture_output=True, check=True)
     theirs = np.fromfile(ref_file, dtype=np.float64)
     diff = np.abs(ours - theirs)
@@ -368,7 +370,7 @@ def _rows(opts, name: str, out: dict) -> list:
             rows.append(H.make_row(opts, work, ref, thr, statistics.median(s[key]["median"] for s, _ in pairs),
                                    statistics.median(r[key]["median"] for _, r in pairs), ratios, peak_rss=peak))
     ppl_s, ppl_r = (statistics.median(p[i]["ppl"] for pairs in results.values() for p in pairs) for i in (0, 1))
-    rows.append(H.make_row(opts, f"{label} per-token log-probs, {check['n']} random ids: mean |diff| "
+    rows.append(H.make_row(opts, f"{label} per-token log-probs, {check['n']} random ids: mean abs diff "
                            f"{check['mean']:.1e}, max {check['max']:.1e}; chunk PPL seqprob {ppl_s:.4f} vs "
                            f"llama.cpp {ppl_r:.4f}", "llamacpp-logprobs (F32 GGUF)", max(opts.threads),
                            target="mean <= 1e-4", met=check["mean"] <= 1e-4))
@@ -393,6 +395,8 @@ def suite_rows(opts: H.SuiteOptions, models=None, bin_dir=None) -> list:
     rows = []
     for name in models:
         rows += _rows(opts, name, run_model(name, opts, found, src, dumper))
+    for row in rows:
+        row["command"] = f"LLAMACPP_BIN={found} {row['command']}"
     return rows
 
 
