@@ -39,6 +39,7 @@ threads (``OMP/OPENBLAS/MKL_NUM_THREADS`` + threadpoolctl for seqprob, ``-t`` fo
 * peak RSS: seqprob's child VmHWM; the llama.cpp binaries run under the harness's small wrapper
   (``_harness.own_peak_command``) whose children's ``ru_maxrss`` is theirs. File-backed pages
   count: llama.cpp maps the GGUF, seqprob maps the safetensors.
+* llama.cpp runs with an F32 KV cache (`-ctk f32 -ctv f32`; its default is F16), like for like.
 
 Ratios: llama.cpp time / seqprob time (> 1: seqprob faster), per pair, and their spread.
 Without the binaries (``--bin`` / ``LLAMACPP_BIN`` / /tmp/llamacpp/bin) every row is "not run".
@@ -83,6 +84,9 @@ QUICK = {
 LABELS = {"smollm2-135m": "SmolLM2-135M shape", "gpt2-124m": "GPT-2-124M shape"}
 BINARIES = ("llama-perplexity", "llama-bench", "llama-tokenize")
 DUMPER = "llamacpp-logprobs"
+# llama.cpp keeps its KV cache in F16 by default: with it the SmolLM2 shape's log-probs differ from
+# seqprob's float32 by 1.2e-4 on average; F32 keys and values make the comparison like for like
+F32_CACHE = ("-ctk", "f32", "-ctv", "f32")
 
 
 def shapes(quick: bool) -> tuple:
@@ -236,7 +240,7 @@ def perplexity_cmd(bin_dir, gguf, text, threads, T) -> list:
     # tokens scored; the batch is capped at c, so the chunk goes in two decodes (c, T - c)
     half = (T - 1) // 2
     return [bin_dir / "llama-perplexity", "-m", gguf, "-f", text, "-t", threads, "-c", T - half,
-            "--ppl-stride", T - 1, "--chunks", 1, "-b", T, "-ub", T, "-lv", 4]  # -lv 4: the perf lines
+            "--ppl-stride", T - 1, "--chunks", 1, "-b", T, "-ub", T, "-lv", 4, *F32_CACHE]  # -lv 4: the perf lines
 
 
 def llama_score(bin_dir, gguf, text, threads, T, runs, cpus) -> dict:
@@ -260,7 +264,7 @@ def llama_score(bin_dir, gguf, text, threads, T, runs, cpus) -> dict:
 
 def llama_decode(bin_dir, gguf, threads, n_new, runs, cpus) -> dict:
     out, _, peak = run_measured([bin_dir / "llama-bench", "-m", gguf, "-p", 0, "-n", n_new, "-t", threads,
-                                 "-r", runs, "-o", "json"], threads, cpus)
+                                 "-r", runs, "-o", "json", *F32_CACHE], threads, cpus)
     start = out.index("[")
     rows = json.JSONDecoder().raw_decode(out[start:])[0]
     ns = [x / 1e9 for x in rows[0]["samples_ns"]]

@@ -36,6 +36,7 @@ int main(int argc, char ** argv) {
     llama_context_params cp = llama_context_default_params();
     cp.n_ctx = T; cp.n_batch = T; cp.n_ubatch = T;
     cp.n_threads = cp.n_threads_batch = std::atoi(argv[4]);
+    cp.type_k = cp.type_v = GGML_TYPE_F32;  // llama.cpp's default KV cache is F16
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) { std::fprintf(stderr, "cannot make a context\n"); return 1; }
     const int V = llama_vocab_n_tokens(llama_model_get_vocab(model));
