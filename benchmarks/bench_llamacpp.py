@@ -39,7 +39,8 @@ threads (``OMP/OPENBLAS/MKL_NUM_THREADS`` + threadpoolctl for seqprob, ``-t`` fo
 * peak RSS: seqprob's child VmHWM; the llama.cpp binaries run under the harness's small wrapper
   (``_harness.own_peak_command``) whose children's ``ru_maxrss`` is theirs. File-backed pages
   count: llama.cpp maps the GGUF, seqprob maps the safetensors.
-* llama.cpp runs with an F32 KV cache (`-ctk f32 -ctv f32`; its default is F16), like for like.
+* llama-perplexity and the agreement check run with an F32 KV cache (`-ctk f32 -ctv f32`; the
+  default is F16); llama-bench accepts no f32 cache type, so its decode keeps the F16 cache.
 
 Ratios: llama.cpp time / seqprob time (> 1: seqprob faster), per pair, and their spread.
 Without the binaries (``--bin`` / ``LLAMACPP_BIN`` / /tmp/llamacpp/bin) every row is "not run".
@@ -264,7 +265,7 @@ def llama_score(bin_dir, gguf, text, threads, T, runs, cpus) -> dict:
 
 def llama_decode(bin_dir, gguf, threads, n_new, runs, cpus) -> dict:
     out, _, peak = run_measured([bin_dir / "llama-bench", "-m", gguf, "-p", 0, "-n", n_new, "-t", threads,
-                                 "-r", runs, "-o", "json", *F32_CACHE], threads, cpus)
+                                 "-r", runs, "-o", "json"], threads, cpus)  # its -ctk takes no f32: F16 KV
     start = out.index("[")
     rows = json.JSONDecoder().raw_decode(out[start:])[0]
     ns = [x / 1e9 for x in rows[0]["samples_ns"]]
