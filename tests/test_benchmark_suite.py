@@ -118,3 +118,13 @@ def test_header_flags_a_shared_machine(suite, tmp_path):
     busy = suite.header(machine, (0.2, 0.2, 0.2), (1.1, 0.5, 0.3), args, opts)
     assert not any("shared machine" in line for line in quiet)
     assert any("shared machine" in line for line in busy)
+
+
+def test_llamacpp_rows_say_not_run_without_the_binaries(suite, tmp_path, monkeypatch):
+    harness, opts = _opts(suite, tmp_path)
+    groups, _ = suite.discover()
+    module = groups["llamacpp"]
+    monkeypatch.delenv("LLAMACPP_BIN", raising=False)
+    rows = module.suite_rows(opts, bin_dir=str(tmp_path / "no-llama-cpp-here"))
+    assert rows and all(r["status"] == "not run (missing llama.cpp binaries (LLAMACPP_BIN))" for r in rows)
+    assert suite.table(rows)  # renders
