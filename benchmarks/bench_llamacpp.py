@@ -25,15 +25,22 @@ threads (``OMP/OPENBLAS/MKL_NUM_THREADS`` + threadpoolctl for seqprob, ``-t`` fo
   the same 1,024 random ids over the whole vocabulary, from ``llamacpp-logprobs`` (a 70-line
   C++ program, ``benchmarks/llamacpp_logprobs.cpp``, compiled against the build's static
   libraries: one batch, logits at every position, log-softmax in double); mean |diff| <= 1e-4.
-  Also llama-perplexity's own perplexity over the timed chunk vs exp(-mean) of seqprob's.
-* scoring 1 x 1,024, all positions: ``llama-perplexity -c 513 --ppl-stride 1023 --chunks 1``
-  (the strided mode: one chunk of 513 + 1023/2 = 1,024 tokens, logits at every position, all
-  1,023 next tokens scored; the default mode computes logits for the second half only) vs
-  ``model.token_logprobs(ids)`` on exactly the ids llama.cpp read (``llama-tokenize`` of the same
-  text). llama.cpp's figure: its ``prompt eval time`` (the forward and the logits, without load
-  and without its log-softmax, which it runs afterwards on one thread); seqprob's: the call alone
-  (forward + log-softmax); one llama-perplexity process per run, after one untimed process.
-  Also "cold": process wall incl. load for llama.cpp vs import + ``from_hf`` + the first call.
+  Both are also compared with transformers in float64 on the same checkpoint (a reference
+  child), which says whose rounding a difference is. Also llama-perplexity's own perplexity
+  over the timed chunk vs exp(-mean) of seqprob's.
+* scoring 1 x 1,024, all positions (the call alone): ``llamacpp-logprobs ... THREADS RUNS``, one
+  ``llama_decode`` of the 1,024 ids with logits at every position, wall-clocked around
+  ``llama_decode`` + ``llama_synchronize`` (KV cache cleared first), RUNS times after the
+  untimed agreement decode, vs ``model.token_logprobs(ids)`` (forward + log-softmax) on the same
+  ids. llama.cpp's figure leaves out its log-softmax. (llama-perplexity's ``prompt eval time``
+  is not used: in the strided mode it splits the chunk into two decodes, 513 + 511 tokens, and
+  the figure it prints covers only one of them, half the work: 4.8 s where the chunk's pass
+  took 9.4 s.)
+* "cold": ``llama-perplexity -c 513 --ppl-stride 1023 --chunks 1`` (one chunk of 513 + 1023/2 =
+  1,024 tokens, logits at every position, all 1,023 next tokens scored), the process wall
+  including load, vs seqprob's import + ``from_hf`` + the first call; one process per run after
+  one untimed one. ``model.token_logprobs`` reads exactly the ids llama.cpp read
+  (``llama-tokenize`` of the same text).
 * greedy decode 128 tokens: ``llama-bench -p 0 -n 128`` (tg128: 128 one-token decodes; its
   samples) vs seqprob ``start`` on 1 id + 127 ``step`` with argmax (128 one-token forwards).
 * peak RSS: seqprob's child VmHWM; the llama.cpp binaries run under the harness's small wrapper
@@ -134,6 +141,20 @@ def write_checkpoint(args) -> dict:
     PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>",
                             eos_token="<|endoftext|>").save_pretrained(args.folder)
     return {"params": sum(p.numel() for p in model.parameters())}
+
+
+def float64_logprobs(args) -> dict:
+    """transformers in float64 on the checkpoint: log P(ids[t+1] | ids[:t+1]) (a reference child)."""
+    import numpy as np
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(args.folder, dtype=torch.float64).eval()
+    ids = torch.from_numpy(np.fromfile(args.ids, dtype=np.int32).astype(np.int64))[None]
+    with torch.no_grad():
+        lp = torch.log_softmax(model(ids).logits[0, :-1].double(), dim=-1)
+    np.save(args.out, lp.gather(1, ids[0, 1:, None])[:, 0].numpy())
+    return {"n": int(ids.shape[1] - 1)}
 
 
 # convert_hf_to_gguf.py, with the BPE pre-tokenizer declared "gpt-2" (it refuses unknown hashes);
@@ -244,10 +265,21 @@ def perplexity_cmd(bin_dir, gguf, text, threads, T) -> list:
             "--ppl-stride", T - 1, "--chunks", 1, "-b", T, "-ub", T, "-lv", 4, *F32_CACHE]  # -lv 4: the perf lines
 
 
+def llama_score_call(dumper, m, threads, runs, folder, cpus) -> dict:
+    """One llamacpp-logprobs process: an untimed decode of the 1,024 ids, then ``runs`` timed
+    ones (the call alone: forward + logits at every position), and the process' peak RSS."""
+    out, _, peak = run_measured([dumper, m["gguf"], m["ids"], folder / "score.f64", threads, runs], threads, cpus)
+    line = [x for x in out.splitlines() if x.startswith("decode_s:")]
+    times = [float(x) for x in line[-1].split()[1:]] if line else []
+    if len(times) != runs:
+        raise RuntimeError(f"llamacpp-logprobs output not understood:\n{out[-2000:]}")
+    return {"median": statistics.median(times), "min": min(times), "max": max(times), "peak_rss_mib": peak}
+
+
 def llama_score(bin_dir, gguf, text, threads, T, runs, cpus) -> dict:
-    """One untimed llama-perplexity process, then ``runs`` timed ones: prompt eval time (forward
-    + logits), process wall incl. load, peak RSS, and the perplexity of the chunk."""
-    evals, walls, rss, ppl = [], [], [], None
+    """One untimed llama-perplexity process, then ``runs`` timed ones: process wall incl. load,
+    peak RSS, and the perplexity of the chunk."""
+    walls, rss, ppl = [], [], None
     for i in range(runs + 1):
         out, wall, peak = run_measured(perplexity_cmd(bin_dir, gguf, text, threads, T), threads, cpus)
         m = re.search(r"prompt eval time =\s*([0-9.]+) ms /\s*(\d+) tokens", out)
@@ -256,11 +288,10 @@ def llama_score(bin_dir, gguf, text, threads, T, runs, cpus) -> dict:
             raise RuntimeError(f"llama-perplexity output not understood:\n{out[-2000:]}")
         ppl = float(p.group(1))
         if i:
-            evals.append(float(m.group(1)) / 1000)
             walls.append(wall)
             rss.append(peak)
     stat = lambda xs: {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}  # noqa: E731
-    return {"score": stat(evals), "cold": stat(walls), "peak_rss_mib": max(rss), "ppl": ppl}
+    return {"cold": stat(walls), "peak_rss_mib": max(rss), "ppl": ppl}
 
 
 def llama_decode(bin_dir, gguf, threads, n_new, runs, cpus) -> dict:
@@ -325,8 +356,13 @@ def agreement(opts, m, dumper: Path, threads: int) -> dict:
     subprocess.run([str(x) for x in (dumper, m["gguf"], m["check_ids"], ref_file, threads)], env=H.child_env(threads),
                    capture_output=True, check=True)
     theirs = np.fromfile(ref_file, dtype=np.float64)
+    exact_file = opts.folder / "check64.npy"
+    H.run_child(__file__, ["--side", "f64", "--folder", m["hf"], "--ids", m["check_ids"], "--out", exact_file],
+                threads, python=opts.reference_python)
+    exact = np.load(exact_file)
     diff = np.abs(ours - theirs)
-    return {"mean": float(diff.mean()), "max": float(diff.max()), "n": int(diff.size)}
+    return {"mean": float(diff.mean()), "max": float(diff.max()), "n": int(diff.size),
+            "seqprob_f64": float(np.abs(ours - exact).mean()), "llamacpp_f64": float(np.abs(theirs - exact).mean())}
 
 
 def run_model(name: str, opts, bin_dir: Path, src: Path, dumper: Path) -> dict:
@@ -334,26 +370,29 @@ def run_model(name: str, opts, bin_dir: Path, src: Path, dumper: Path) -> dict:
     m = prepare(name, opts.folder, opts, bin_dir, src)
     print(f"{LABELS[name]}: {m['params']:,} parameters, F32 GGUF {m['gguf_mib']:,.0f} MiB", flush=True)
     check = agreement(opts, m, dumper, max(opts.threads))
-    print(f"  agreement on {check['n']} random ids: mean |log-prob diff| {check['mean']:.2e}, max {check['max']:.2e}",
+    print(f"  agreement on {check['n']} random ids: mean |log-prob diff| {check['mean']:.2e}, max {check['max']:.2e}; "
+          f"mean vs transformers float64: seqprob {check['seqprob_f64']:.2e}, llama.cpp {check['llamacpp_f64']:.2e}",
           flush=True)
     results = {thr: [] for thr in opts.threads}
     for rep in range(opts.repeats):
         for thr in opts.threads:
             s = H.run_child(__file__, seqprob_args(opts, m, "score", thr), thr, opts.keep_openblas_env, opts.cpus)
             r = llama_score(bin_dir, m["gguf"], m["text"], thr, T, opts.runs, opts.cpus)
+            rc = llama_score_call(dumper, m, thr, opts.runs, opts.folder, opts.cpus)
             sd = H.run_child(__file__, seqprob_args(opts, m, "decode", thr), thr, opts.keep_openblas_env, opts.cpus)
             rd = llama_decode(bin_dir, m["gguf"], thr, n_new, opts.runs, opts.cpus)
             pair = ({"score": s["score"], "cold": {"median": s["cold"]}, "decode": sd["decode"], "ppl": s["ppl"],
-                     "rss_score": s["peak_rss_mib"], "rss_decode": sd["peak_rss_mib"], "load": s["load"]},
-                    {"score": r["score"], "cold": r["cold"], "decode": rd["decode"], "ppl": r["ppl"],
-                     "rss_score": r["peak_rss_mib"], "rss_decode": rd["peak_rss_mib"], "build": rd["build"]})
+                     "rss_score": s["peak_rss_mib"], "rss_cold": s["peak_rss_mib"], "rss_decode": sd["peak_rss_mib"],
+                     "load": s["load"]},
+                    {"score": rc, "cold": r["cold"], "decode": rd["decode"], "ppl": r["ppl"], "rss_score": rc["peak_rss_mib"],
+                     "rss_cold": r["peak_rss_mib"], "rss_decode": rd["peak_rss_mib"], "build": rd["build"]})
             results[thr].append(pair)
             print(f"  pair {rep + 1} {thr} thr: score {T} seqprob {H.fmt_timing(s['score'])} llama.cpp "
-                  f"{H.fmt_timing(r['score'])} ({r['score']['median'] / s['score']['median']:.2f}x); cold "
+                  f"{H.fmt_timing(rc)} ({rc['median'] / s['score']['median']:.2f}x); cold "
                   f"{s['cold']:.2f} s vs {r['cold']['median']:.2f} s; decode {n_new} seqprob "
                   f"{H.fmt_timing(sd['decode'])} llama.cpp {H.fmt_timing(rd['decode'])} "
                   f"({rd['decode']['median'] / sd['decode']['median']:.2f}x); PPL {s['ppl']:.4f} vs {r['ppl']:.4f}; "
-                  f"RSS MiB score {s['peak_rss_mib']:.0f}/{r['peak_rss_mib']:.0f} decode "
+                  f"RSS MiB score {s['peak_rss_mib']:.0f}/{rc['peak_rss_mib']:.0f} decode "
                   f"{sd['peak_rss_mib']:.0f}/{rd['peak_rss_mib']:.0f}", flush=True)
     return {"check": check, "results": results, "model": m}
 
@@ -363,21 +402,25 @@ def _rows(opts, name: str, out: dict) -> list:
     label = LABELS[name] + (" tiny (--quick)" if opts.quick else "")
     check, results = out["check"], out["results"]
     rows = []
-    for key, work, ref, rss in (
-            ("score", f"{label} score 1x{T} all positions (call alone)", "llama-perplexity F32, prompt eval time",
-             "rss_score"),
+    for key, work, ref, rss, target in (
+            ("score", f"{label} score 1x{T} all positions (call alone)", "llama_decode F32, all logits (no log-softmax)",
+             "rss_score", 1.2),
             ("cold", f"{label} score 1x{T}, load + first call (process)", "llama-perplexity F32, process wall",
-             "rss_score"),
-            ("decode", f"{label} greedy decode {n_new} tokens", f"llama-bench tg{n_new} F32", "rss_decode")):
+             "rss_cold", None),
+            ("decode", f"{label} greedy decode {n_new} tokens", f"llama-bench tg{n_new} F32", "rss_decode", 1.2)):
         for thr, pairs in results.items():
             ratios = [r[key]["median"] / s[key]["median"] for s, r in pairs]
             peak = f"{max(s[rss] for s, _ in pairs):,.0f} / {max(r[rss] for _, r in pairs):,.0f}"
+            ratio = statistics.median(ratios)
             rows.append(H.make_row(opts, work, ref, thr, statistics.median(s[key]["median"] for s, _ in pairs),
-                                   statistics.median(r[key]["median"] for _, r in pairs), ratios, peak_rss=peak))
+                                   statistics.median(r[key]["median"] for _, r in pairs), ratios, peak_rss=peak,
+                                   target=f">= {target}x" if target else "-",
+                                   met=None if target is None else ratio >= target))
     ppl_s, ppl_r = (statistics.median(p[i]["ppl"] for pairs in results.values() for p in pairs) for i in (0, 1))
     rows.append(H.make_row(opts, f"{label} per-token log-probs, {check['n']} random ids: mean abs diff "
-                           f"{check['mean']:.1e}, max {check['max']:.1e}; chunk PPL seqprob {ppl_s:.4f} vs "
-                           f"llama.cpp {ppl_r:.4f}", "llamacpp-logprobs (F32 GGUF)", max(opts.threads),
+                           f"{check['mean']:.1e}, max {check['max']:.1e}; mean vs transformers float64: seqprob "
+                           f"{check['seqprob_f64']:.1e}, llama.cpp {check['llamacpp_f64']:.1e}; chunk PPL seqprob "
+                           f"{ppl_s:.4f} vs llama.cpp {ppl_r:.4f}", "llamacpp-logprobs (F32 GGUF)", max(opts.threads),
                            target="mean <= 1e-4", met=check["mean"] <= 1e-4))
     return rows
 
@@ -422,14 +465,15 @@ def main(argv=None) -> int:
     ap.add_argument("--cpus", default=None, help="pin every child with taskset -c CPUS")
     ap.add_argument("--keep-openblas-env", action="store_true")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--side", choices=["seqprob", "write"], help=argparse.SUPPRESS)
+    ap.add_argument("--side", choices=["seqprob", "write", "f64"], help=argparse.SUPPRESS)
     ap.add_argument("--task", choices=["check", "score", "decode"], help=argparse.SUPPRESS)
     for hidden in ("--model", "--folder", "--ids", "--out"):
         ap.add_argument(hidden, help=argparse.SUPPRESS)
     ap.add_argument("--new-tokens", type=int, default=128, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        H.emit(seqprob_child(args) if args.side == "seqprob" else write_checkpoint(args))
+        child = {"seqprob": seqprob_child, "write": write_checkpoint, "f64": float64_logprobs}[args.side]
+        H.emit(child(args))
         return 0
     import importlib.util
 

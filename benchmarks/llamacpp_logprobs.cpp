@@ -1,23 +1,28 @@
 // seqprob benchmarks: per-token log-probabilities from llama.cpp, for bench_llamacpp.py's
 // agreement check (llama-perplexity prints only a perplexity; this prints every token's).
 //
-//   llamacpp-logprobs MODEL.gguf IDS.i32 OUT.f64 THREADS
+//   llamacpp-logprobs MODEL.gguf IDS.i32 OUT.f64 THREADS [RUNS]
 //
 // IDS.i32: the token ids, int32 little-endian, fed as they are (no tokenizer, no BOS added),
 // one sequence of T ids in one batch with logits for every position. OUT.f64: T-1 float64,
 // entry t = log softmax(logits at position t)[ids[t+1]], the log-softmax taken in double.
+// RUNS > 0: the same decode (KV cache cleared first) RUNS more times, each timed by the wall
+// clock around llama_decode + llama_synchronize, printed as one line "decode_s: t1 t2 ...".
+// This is the scoring call alone: llama-perplexity's "prompt eval time" counts only one of
+// the two decodes its strided mode makes of a 1,024-token chunk, about half of the work.
 // Built by bench_llamacpp.py (or by hand, see benchmarks/README.md) against the static
 // libraries of a llama.cpp build: never part of seqprob.
 #include "llama.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
 int main(int argc, char ** argv) {
-    if (argc != 5) {
-        std::fprintf(stderr, "usage: %s MODEL.gguf IDS.i32 OUT.f64 THREADS\n", argv[0]);
+    if (argc != 5 && argc != 6) {
+        std::fprintf(stderr, "usage: %s MODEL.gguf IDS.i32 OUT.f64 THREADS [RUNS]\n", argv[0]);
         return 2;
     }
     std::FILE * f = std::fopen(argv[2], "rb");
@@ -58,6 +63,16 @@ int main(int argc, char ** argv) {
         for (int j = 0; j < V; ++j) s += std::exp(row[j] - mx);
         out[t] = row[ids[t + 1]] - mx - std::log(s);
     }
+    const int runs = argc == 6 ? std::atoi(argv[5]) : 0;
+    if (runs > 0) std::printf("decode_s:");
+    for (int r = 0; r < runs; ++r) {
+        llama_memory_clear(llama_get_memory(ctx), true);
+        const auto t0 = std::chrono::steady_clock::now();
+        if (llama_decode(ctx, batch) != 0) { std::fprintf(stderr, "llama_decode failed\n"); return 1; }
+        llama_synchronize(ctx);
+        std::printf(" %.6f", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    if (runs > 0) std::printf("\n");
     std::FILE * o = std::fopen(argv[3], "wb");
     if (!o) { std::perror(argv[3]); return 1; }
     std::fwrite(out.data(), sizeof(double), out.size(), o);
