@@ -148,29 +148,34 @@ def test_rows_are_distributions_and_batched_equals_unbatched(spec, data):
 
 
 @settings(max_examples=examples(20), deadline=None)
-@given(spec=configs, block=st.integers(1, 40), chunk=st.integers(1, 9), data=st.data())
-def test_log_softmax_blocks_do_not_change_the_bits(spec, block, chunk, data):
-    """The unembedding's log-softmax runs in blocks of LSM_BLOCK logits (a row at least):
-    any block and GEMM chunk size gives the bits of one whole-array pass."""
+@given(spec=configs, block=st.integers(1, 40), budget=st.integers(1, 3000), data=st.data())
+def test_streamed_vocabulary_gives_the_rows_numbers(spec, block, budget, data):
+    """token_logprobs and token_stats stream the vocabulary in slices of any size (``budget``
+    bytes) folded in row blocks of any size (LSM_BLOCK): the numbers of one whole-array
+    log-softmax; the (T, V) path's blocks give that array's very bits."""
     from unittest import mock
 
     from seqprob import nn
+    from seqprob.functional import target_stats
     from seqprob.gpt import model as gpt_model
 
     model = from_spec(spec)
     T = data.draw(st.integers(2, spec["block"]))
     ids = np.random.default_rng(spec["seed"]).integers(0, spec["V"], (2, T))
+    targets = ids[:, 1:].reshape(-1)
     h2 = model._hidden(ids[:, :-1]).reshape(-1, model.config.n_embd).copy()
     whole = nn.log_softmax_inplace(h2 @ model._w_u.T)
-    # the picking path's GEMM goes ``chunk`` rows at a time (BLAS may round a row by the count)
-    by_chunk = np.concatenate([nn.log_softmax_inplace(h2[i:i + chunk] @ model._w_u.T)
-                               for i in range(0, len(h2), chunk)])
-    want = by_chunk[np.arange(len(h2)), ids[:, 1:].reshape(-1)]
     with mock.patch.object(gpt_model, "LSM_BLOCK", block):
         got = np.empty(len(h2), model.dtype)
-        model._pick_logprobs(h2, ids[:, 1:].reshape(-1), got, chunk=chunk)
+        model._pick_logprobs(h2, targets, got, budget_bytes=budget)
+        stats = np.empty((len(h2), 3))
+        model._stream_stats(h2, targets, stats, budget)
         rows = model._unembed_logprobs(h2, np.empty_like(whole))
-    np.testing.assert_array_equal(got, want)
+    want = target_stats(whole, targets)
+    np.testing.assert_allclose(got, want.logprob, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(stats[:, 0], want.logprob, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(stats[:, 1], want.entropy, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(stats[:, 2], want.rank)
     np.testing.assert_array_equal(rows, whole)
 
 

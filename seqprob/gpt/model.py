@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 MIN_SHARD_WORK = 1 << 16  # elements of the (rows, n_embd) stream per shard below which the
 # per-op path runs (a shard hand-off and its own workspace do not pay for a small batch)
 MIN_STAGE_ROWS = 128  # one sequence shorter than this keeps the per-op path
+PICK_ROWS = 1024  # rows of token_logprobs' vocabulary-streamed unembedding (see _pick_logprobs)
 LSM_BLOCK = 1 << 17  # logits per log-softmax block and thread (512 KiB in float32): with its
 # scratch it fits a 1 MiB L2, so the five passes read the block from cache (see the performance
 # page, "Design notes"). A call made outside the thread pool gets one block per thread, so that
@@ -376,22 +377,46 @@ class GPT(BaseLanguageModel):
         return out.reshape(B, T)
 
     def _pick_logprobs(self, h2: np.ndarray, targets: np.ndarray, out: np.ndarray,
-                       chunk: int | None = None) -> None:
-        """out[i] = log-softmax(h2[i] W_Uᵀ)[targets[i]], rows unembedded ``chunk`` at a time:
-        at most 512 rows and 2^22 logits (the GEMM is 1.6x faster at 256 rows than at 64 with
-        V = 4096; the buffer stays 16 MiB float32, 16 rows of a 262k vocabulary), their
-        log-softmax in ``LSM_BLOCK`` blocks."""
+                       budget_bytes: int | None = None) -> None:
+        """out[i] = log-softmax(h2[i] W_Uᵀ)[targets[i]], streaming the vocabulary (see
+        :meth:`_vocab_slices`): each slice of logits folded into running log-sum-exps."""
+        def fold(u, m, s):
+            step = max(1, LSM_BLOCK // u.shape[1])  # row blocks that stay in L2
+            for r in range(0, len(u), step):
+                nn.logsumexp_update(u[r:r + step], m[r:r + step], s[r:r + step])
+
+        for i, n, slices in self._vocab_slices(h2, budget_bytes):
+            t = targets[i:i + n]
+            m, s, picked = np.full(n, -np.inf), np.zeros(n), np.empty(n)
+            for v0, u in slices:
+                hit = np.flatnonzero((t >= v0) & (t < v0 + u.shape[1]))
+                picked[hit] = u[hit, t[hit] - v0]
+                _parallel.for_row_blocks(lambda lo, hi: fold(u[lo:hi], m[lo:hi], s[lo:hi]), n, u.size)
+            out[i:i + n] = picked - m - np.log(s)
+
+    def _vocab_slices(self, h2: np.ndarray, budget_bytes: int | None):
+        """The logits of rows h2 (N, C) a block at a time: yields ``(i, n, slices)`` per block
+        of n <= ``PICK_ROWS`` rows from row i, ``slices`` yielding ``(v0, u)``, u (n, Vs) the
+        logits of words v0 .. v0 + Vs - 1, in one reused buffer of at most ``budget_bytes``
+        (default :attr:`score_budget_bytes`) over the threads that may run this at once.
+
+        Streaming the vocabulary keeps the GEMM hundreds of rows tall whatever V: streaming
+        rows instead left 16 rows at V = 262,144, where OpenBLAS runs at a third of its speed.
+        """
         N, V = len(h2), self.config.vocab_size
-        chunk = chunk or min(512, max(1, 2 ** 22 // V))
-        tmp = np.empty((min(chunk, N), V), dtype=self.dtype)
-        step = max(1, LSM_BLOCK // V) * _parallel.row_threads()
-        scratch = np.empty((min(step, len(tmp)), V), dtype=self.dtype)
-        w_u = self._w_u
-        for i in range(0, N, chunk):
-            rows = unembed_forward(h2[i:i + chunk], w_u, self.config, out=tmp[:len(h2[i:i + chunk])])  # (n, V)
-            for j in range(0, len(rows), step):
-                nn.log_softmax_inplace(rows[j:j + step], tmp=scratch[:len(rows[j:j + step])])
-            out[i:i + chunk] = rows[np.arange(len(rows)), targets[i:i + chunk]]
+        budget = self.score_budget_bytes if budget_bytes is None else budget_bytes
+        floats = max(1, budget // (self.dtype.itemsize * _parallel.num_threads()))
+        rows = min(N, PICK_ROWS, max(1, floats // 256))
+        cols = min(V, max(1, floats // rows))
+        flat, w_u = np.empty(rows * cols, dtype=self.dtype), self._w_u
+
+        def slices(h):
+            for v0 in range(0, V, cols):
+                w = w_u[v0:v0 + cols]
+                yield v0, unembed_forward(h, w, self.config, out=flat[:len(h) * len(w)].reshape(len(h), len(w)))
+
+        for i in range(0, N, rows):
+            yield i, len(h2[i:i + rows]), slices(h2[i:i + rows])
 
     # ----------------------------------------------------------------- public scoring API
     @_quiet
@@ -508,13 +533,16 @@ class GPT(BaseLanguageModel):
 
         Notes
         -----
-        The final-norm rows are unembedded ``chunk = max(1, budget_bytes // (V * itemsize *
-        threads))`` positions at a time into one reused (chunk, V) buffer per thread, each
-        chunk log-softmaxed in place and reduced by :func:`~seqprob.functional.target_stats`:
-        logprob = log softmax(u_t)[x_t], entropy = -sum_v p_v log p_v (float64), rank = 1 +
-        #{v : p_v > p_(x_t)}. Memory beyond the weights and the forward pass is O(chunk x V),
-        not O(T x V). Each row's numbers are those of :meth:`logprobs`; only the BLAS may round
-        a row differently by how many rows one product has.
+        The vocabulary is streamed: the final-norm rows, up to 1,024 at a time, are unembedded
+        one slice of words at a time into one reused buffer per thread of at most
+        ``budget_bytes / threads``, and each slice is folded into running statistics
+        (:func:`seqprob.nn.softmax_stats_update`): with m the running maximum logit,
+        s = Σ_v exp(u_v - m) and a = Σ_v exp(u_v - m)(u_v - m), logprob = u_t - m - log s,
+        entropy = log s - a / s, rank = 1 + #{v ≠ x_t : u_v > u_t}. Memory beyond the weights
+        and the forward pass is O(budget), whatever V and T. The numbers are those of
+        :meth:`logprobs` up to rounding (float64: 1e-12; float32: the sums are taken in
+        another order); a rank can differ only where another logit is within rounding of the
+        target's (a near tie).
 
         Examples
         --------
@@ -525,34 +553,47 @@ class GPT(BaseLanguageModel):
         """
         batch, squeeze = self._validate(ids, min_len=2)
         budget = check_int("budget_bytes", self.score_budget_bytes if budget_bytes is None else budget_bytes, low=1)
-        chunk = max(1, budget // (self.config.vocab_size * self.dtype.itemsize * _parallel.num_threads()))
-        out = self._slide(batch, stride, functools.partial(self._token_stats_window, chunk=chunk), offset=1)
+        out = self._slide(batch, stride, functools.partial(self._token_stats_window, budget=budget), offset=1)
         self._check_finite(out, "log-probabilities")  # (B, T, 3): NaN where a row was
         stats = TokenStats(out[..., 0], out[..., 1], out[..., 2].astype(np.int64))
         return TokenStats(*(a[0] for a in stats)) if squeeze else stats
 
-    def _token_stats_window(self, batch: np.ndarray, chunk: int) -> np.ndarray:
+    def _token_stats_window(self, batch: np.ndarray, budget: int) -> np.ndarray:
         """(B, T, 3) float64 [logprob, entropy, rank] of one window x_0 .. x_T (B, T+1)."""
         inputs, targets = batch[:, :-1], batch[:, 1:].reshape(-1)
         B, T = inputs.shape
         out = np.empty((B * T, 3))
-        self._forward_rows(inputs, lambda h2, lo, hi: self._stream_stats(h2, targets[lo:hi], out[lo:hi], chunk))
+        self._forward_rows(inputs, lambda h2, lo, hi: self._stream_stats(h2, targets[lo:hi], out[lo:hi], budget))
         return out.reshape(B, T, 3)
 
-    def _stream_stats(self, h2: np.ndarray, targets: np.ndarray, out: np.ndarray, chunk: int) -> None:
-        """out[i] = target_stats of log-softmax(h2[i] W_Uᵀ) at targets[i], rows unembedded
-        ``chunk`` at a time into one reused buffer, their log-softmax in ``LSM_BLOCK`` blocks
-        (row by row the operations of :meth:`_unembed_logprobs`)."""
-        N, V = len(h2), self.config.vocab_size
-        buf = np.empty((min(chunk, N), V), dtype=self.dtype)  # the O(chunk x V) of scoring
-        step = max(1, LSM_BLOCK // V) * _parallel.row_threads()
-        scratch = np.empty((min(step, len(buf)), V), dtype=self.dtype)
-        for i in range(0, N, chunk):
-            rows = unembed_forward(h2[i:i + chunk], self._w_u, self.config, out=buf[:len(h2[i:i + chunk])])  # (n, V)
-            for j in range(0, len(rows), step):
-                nn.log_softmax_inplace(rows[j:j + step], tmp=scratch[:len(rows[j:j + step])])
-            lp, ent, rank = target_stats(rows, targets[i:i + chunk], check=False)  # (n,) each
-            out[i:i + len(rows)] = np.stack([lp, ent, rank], axis=1)  # non-finite: named by the caller
+    def _stream_stats(self, h2: np.ndarray, targets: np.ndarray, out: np.ndarray, budget: int) -> None:
+        """out[i] = [log P, entropy, rank] of targets[i] under softmax(h2[i] W_Uᵀ), streaming
+        the vocabulary (:meth:`_vocab_slices`) through :func:`nn.softmax_stats_update`. The
+        rank counts the logits above the target's, taken first as the dot product
+        h2[i] · W_U[targets[i]] (a logit within rounding of it may count differently than in
+        the (T, V) rows: a near tie), the target's own column left out."""
+        def fold(u, lo, acc):
+            step = max(1, LSM_BLOCK // u.shape[1])  # row blocks that stay in L2
+            scratch = np.empty((min(len(u), step), u.shape[1]), u.dtype)
+            for r in range(0, len(u), step):
+                part = (x[lo + r:lo + r + step] for x in acc)
+                nn.softmax_stats_update(u[r:r + step], *part, tmp=scratch[:len(u[r:r + step])])
+
+        for i, n, slices in self._vocab_slices(h2, budget):
+            t, h = targets[i:i + n], h2[i:i + n]
+            above = np.einsum("nc,nc->n", h, self._w_u[t])  # (n,): the target's logit
+            if self.config.final_softcap is not None:
+                nn.softcap_forward(above, self.config.final_softcap, out=above)
+            m, s, a, picked = np.full(n, -np.inf), np.zeros(n), np.zeros(n), np.empty(n)
+            count = np.zeros(n, np.int64)
+            for v0, u in slices:
+                hit = np.flatnonzero((t >= v0) & (t < v0 + u.shape[1]))
+                picked[hit] = u[hit, t[hit] - v0]
+                _parallel.for_row_blocks(lambda lo, hi: fold(u[lo:hi], lo, (above, m, s, a, count)), n, u.size)
+            count -= picked > above  # the target's own column, if it counted itself
+            out[i:i + n, 0] = picked - m - np.log(s)
+            out[i:i + n, 1] = np.log(s) - a / s
+            out[i:i + n, 2] = 1 + count
 
     def _logprobs(self, batch: np.ndarray) -> np.ndarray:
         return self._slide(batch, None, self._logprobs_window, offset=0)

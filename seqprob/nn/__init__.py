@@ -14,7 +14,8 @@ bottom):
 ``norms``       ``layer_norm``, ``rms_norm``
 ``activations`` ``gelu`` (tanh approximation), ``gelu_erf``, ``swiglu``, ``geglu``, ``softcap``
 ``dropout``     inverted dropout
-``softmax``     ``softmax_inplace``, ``log_softmax_inplace``
+``softmax``     ``softmax_inplace``, ``log_softmax_inplace``, ``logsumexp_update``,
+                ``softmax_stats_update`` (streamed over the vocabulary)
 ``attention``   grouped-query attention (training pair and inference forward), ``rotary``
 ``loss``        ``cross_entropy_fused`` (loss and gradient in one pass)
 ``rows``        one-vector kernels of the decoding path (``layer_norm_row``, ``rms_norm_row``,
@@ -45,14 +46,15 @@ from .linear import embedding_backward, embedding_forward, is_column_major, line
 from .loss import cross_entropy_fused
 from .norms import layer_norm_backward, layer_norm_forward, rms_norm_backward, rms_norm_forward
 from .rows import gelu_row_inplace, layer_norm_row, log_softmax_row, rms_norm_row
-from .softmax import log_softmax_inplace
+from .softmax import log_softmax_inplace, logsumexp_update, softmax_stats_update
 
 __all__ = [
     "linear_forward", "linear_backward", "embedding_forward", "embedding_backward", "is_column_major",
     "layer_norm_forward", "layer_norm_backward", "rms_norm_forward", "rms_norm_backward",
     "gelu_forward", "gelu_backward", "gelu_erf_forward", "gelu_erf_backward", "swiglu_forward", "swiglu_backward",
     "geglu_forward", "geglu_backward", "softcap_forward", "softcap_backward",
-    "dropout_forward", "dropout_backward", "log_softmax_inplace",
+    "dropout_forward", "dropout_backward", "log_softmax_inplace", "logsumexp_update",
+    "softmax_stats_update",
     "rotary_forward", "rotary_backward", "grouped_attention_forward", "grouped_attention_backward",
     "causal_attention_inference", "cross_entropy_fused",
     "layer_norm_row", "rms_norm_row", "log_softmax_row", "gelu_row_inplace",
