@@ -231,3 +231,46 @@ def test_nn_package_imports_go_one_way_and_export_what_the_model_calls():
     library = {name for module in graph for name in vars(__import__(f"seqprob.nn.{module}", fromlist=["_"]))}
     assert not {"attention_forward", "attention_backward", "split_heads", "cross_entropy_forward",
                 "cross_entropy_backward"} & library
+
+
+# ----------------------------------------------------------------------------- streamed softmax
+def _split_points(data, V):
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, V - 1), max_size=5)))) if V > 1 else []
+    return [0, *cuts, V]
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(N=st.integers(1, 5), V=st.integers(1, 40), scale=st.floats(0.01, 200), seed=st.integers(0, 2**16),
+       dtype=st.sampled_from(["float64", "float32"]), data=st.data())
+def test_streamed_softmax_statistics_equal_one_pass(N, V, scale, seed, dtype, data):
+    """Folding the logits in blocks cut anywhere gives the log-sum-exp, entropy and count of
+    one pass over the whole row (scipy's logsumexp; entropy from the normalized row)."""
+    from scipy.special import logsumexp
+
+    u = (np.random.default_rng(seed).standard_normal((N, V)) * scale).astype(dtype)
+    above = u[np.arange(N), np.random.default_rng(seed + 1).integers(0, V, N)]
+    cuts = _split_points(data, V)
+    m1, s1 = np.full(N, -np.inf), np.zeros(N)
+    m2, s2, a2, n2 = np.full(N, -np.inf), np.zeros(N), np.zeros(N), np.zeros(N, np.int64)
+    for lo, hi in zip(cuts, cuts[1:]):
+        nn.logsumexp_update(u[:, lo:hi].copy(), m1, s1)
+        nn.softmax_stats_update(u[:, lo:hi].copy(), above, m2, s2, a2, n2)
+    u64 = u.astype(np.float64)
+    lse = logsumexp(u64, axis=1)
+    p = np.exp(u64 - lse[:, None])
+    entropy = -(p * np.where(p > 0, np.log(np.where(p > 0, p, 1.0)), 0.0)).sum(1)
+    tol = 1e-12 if dtype == "float64" else 2e-5
+    np.testing.assert_allclose(m1 + np.log(s1), lse, rtol=tol, atol=tol * scale)
+    np.testing.assert_allclose(m2 + np.log(s2), lse, rtol=tol, atol=tol * scale)
+    np.testing.assert_allclose(np.log(s2) - a2 / s2, entropy, rtol=tol, atol=tol * max(1.0, scale))
+    np.testing.assert_array_equal(n2, (u > above[:, None]).sum(1))
+
+
+def test_streamed_softmax_statistics_of_a_known_row():
+    u = np.log(np.array([[0.5, 0.25, 0.125, 0.125]]))
+    m, s, a, n = np.full(1, -np.inf), np.zeros(1), np.zeros(1), np.zeros(1, np.int64)
+    for lo, hi in ((0, 1), (1, 3), (3, 4)):
+        nn.softmax_stats_update(u[:, lo:hi].copy(), u[:, 2], m, s, a, n)
+    assert float(m[0] + np.log(s[0])) == pytest.approx(0.0, abs=1e-15)
+    assert float((np.log(s) - a / s)[0] / np.log(2)) == pytest.approx(1.75, abs=1e-14)
+    assert int(n[0]) == 2

@@ -292,7 +292,7 @@ def score_batched(model, encoded: list, with_distribution: bool) -> list:
     Without ``with_distribution`` only ``model.token_logprobs`` is called, so a model that
     overrides it (the GPT) never builds a (B, T, V) block. With it, a
     :class:`~seqprob.protocols.StreamingScorer` (the GPT) computes the three columns by
-    ``model.token_stats`` in memory O(chunk x V) (see :attr:`seqprob.GPT.score_budget_bytes`);
+    ``model.token_stats``, streaming the vocabulary (see :attr:`seqprob.GPT.score_budget_bytes`);
     any other model hands over its (B, T, V) rows, at most ``_MAX_BLOCK_FLOATS`` of them a
     batch, reduced by :func:`row_stats`.
     """

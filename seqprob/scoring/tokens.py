@@ -42,8 +42,8 @@ def score(models, texts_or_ids, tokenizer=None, bos: bool = True, eos: bool = Tr
         Also score P(``</s>`` | sentence) (KenLM's convention: a distribution over sentences).
     distribution : bool
         Also compute ``entropy_bits`` and ``rank``. They need each position's whole next-token
-        distribution: a GPT streams it (:meth:`seqprob.GPT.token_stats`, memory O(chunk x V)
-        set by ``model.score_budget_bytes``, never the (T, V) rows); other models hand over
+        distribution: a GPT streams the vocabulary (:meth:`seqprob.GPT.token_stats`, in
+        ``model.score_budget_bytes`` whatever V, never the (T, V) rows); other models hand over
         their rows in blocks. False skips that work.
     context : str or list of str, optional
         Text read before each text (joined by ``sep``) but not scored: ``context + sep + text`` is
