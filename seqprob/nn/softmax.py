@@ -86,7 +86,7 @@ def logsumexp_update(u, m, s):
     >>> u = np.array([[0.0, 1.0, 2.0, 3.0]])
     >>> m, s = np.full(1, -np.inf), np.zeros(1)
     >>> for block in (u[:, :3].copy(), u[:, 3:].copy()):
-    ...     logsumexp_update(block, m, s)
+    ...     _ = logsumexp_update(block, m, s)
     >>> bool(np.isclose(m + np.log(s), np.log(np.exp(u).sum()))[0])
     True
     """
@@ -121,7 +121,7 @@ def softmax_stats_update(u, above, m, s, a, count, tmp=None):
     >>> u = np.log(np.array([[0.5, 0.25, 0.25]]))
     >>> m, s, a, n = np.full(1, -np.inf), np.zeros(1), np.zeros(1), np.zeros(1, np.int64)
     >>> for block in (u[:, :1].copy(), u[:, 1:].copy()):
-    ...     softmax_stats_update(block, u[:, 1], m, s, a, n)
+    ...     _ = softmax_stats_update(block, u[:, 1], m, s, a, n)
     >>> round(float((np.log(s) - a / s)[0] / np.log(2)), 12), int(n[0])
     (1.5, 1)
     """

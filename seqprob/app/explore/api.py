@@ -18,6 +18,7 @@ import numpy as np
 
 from ...errors import InputError, SeqProbError
 from ...functional import LN2
+from ...protocols import StreamingScorer
 from ...scoring.core import RowsOnly, start_id
 
 __all__ = ["ApiError", "Explorer", "dumps", "ARGMAX_TEMPERATURE", "MAX_BYTES", "MAX_TOKENS", "TOP"]
@@ -171,12 +172,12 @@ def parse_request(body: bytes, endpoint: str) -> dict:
 # ----------------------------------------------------------------------------- helpers
 class _Recording(RowsOnly):
     """A model that passes every call through and keeps what ``logprobs`` returned, so one
-    forward pass gives both :func:`seqprob.score`'s rows and the alternatives (scoring goes
-    through ``logprobs``: :class:`~seqprob.scoring.core.RowsOnly`)."""
+    forward pass gives both :func:`seqprob.score`'s rows and the alternatives (a model that
+    does not stream scores through ``logprobs``)."""
 
     def __init__(self, model):
         super().__init__(model)
-        self.rows = None
+        self.rows = self.ids = None
 
     def logprobs(self, ids):
         self.rows = self._model.logprobs(ids)
@@ -184,6 +185,24 @@ class _Recording(RowsOnly):
 
     def token_logprobs(self, ids):
         return self._model.token_logprobs(ids)
+
+    def full_rows(self) -> np.ndarray:
+        """The (B, T, V) log-prob rows of the positions scoring read."""
+        return self.rows if self.rows is not None else self._model.logprobs(self.ids[..., :-1])
+
+
+class _StreamRecording(_Recording):
+    """The same for a :class:`~seqprob.protocols.StreamingScorer` (the GPT): scoring keeps its
+    streamed numbers (the page shows :func:`seqprob.score`'s own, to the last bit), and the
+    rows for the alternatives take one more forward pass of the ids it read."""
+
+    def token_stats(self, ids):
+        self.ids = np.asarray(ids)
+        return self._model.token_stats(ids)
+
+
+def _recording(model) -> _Recording:
+    return _StreamRecording(model) if isinstance(model, StreamingScorer) else _Recording(model)
 
 
 def _top(rows: np.ndarray, k: int) -> tuple:
@@ -305,10 +324,10 @@ class Explorer:
         from ...scoring import score
 
         self._ids(served, text)
-        recording = _Recording(served.model)
+        recording = _recording(served.model)
         with served.lock:
             df = score(recording, text, tokenizer=served.tokenizer, eos=False)
-            kept = None if keep is None else keep(np.asarray(recording.rows)[0])
+            kept = None if keep is None else keep(np.asarray(recording.full_rows())[0])
         return df, kept
 
     def api_score(self, text: str, model=None) -> dict:
