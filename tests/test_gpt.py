@@ -115,6 +115,19 @@ def test_unembedding_is_column_major_and_grads_share_the_layout(tie):
     np.testing.assert_allclose(model.params["wte"], draws["wte"] * 0.02, rtol=1e-6)
 
 
+def test_down_projections_are_column_major_and_grads_share_the_layout():
+    """Every block's MLP down projection (F, C) is stored column-major (its decoding GEMV
+    threads better), its gradient likewise; the other block matrices stay row-major."""
+    model = make(L=3, perturb=0.3)
+    _, grads = model.loss_and_grads(np.arange(6)[None] % 13)
+    for layer in range(3):
+        w = model.params[f"h.{layer}.mlp.c_proj.w"]
+        assert w.T.flags.c_contiguous and not w.flags.c_contiguous
+        assert grads[f"h.{layer}.mlp.c_proj.w"].T.flags.c_contiguous
+        assert model.params[f"h.{layer}.attn.c_attn.w"].flags.c_contiguous
+        assert model.params[f"h.{layer}.mlp.c_fc.w"].flags.c_contiguous
+
+
 def test_initialization_gpt2_style_and_seeded():
     model = make(V=500, block=64, L=4, H=4, C=64, dtype="float64")
     p = model.params
