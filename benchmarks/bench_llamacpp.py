@@ -72,8 +72,8 @@ sys.path.insert(0, str(HERE))
 import _harness as H  # noqa: E402
 
 SUITE = {"order": 60, "group": "llamacpp", "about": "llama.cpp anchor (F32 GGUF, same random weights): score 1x1024 "
-         "all positions (llama-perplexity) and greedy decode 128 (llama-bench tg128), SmolLM2-135M and GPT-2-124M "
-         "shapes; needs LLAMACPP_BIN"}
+         "all positions (one llama_decode; llama-perplexity for load + first call) and greedy decode 128 (llama-bench "
+         "tg128), SmolLM2-135M and GPT-2-124M shapes, log-prob agreement with a float64 reference; needs LLAMACPP_BIN"}
 MODELS = {
     "smollm2-135m": ("llama", dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
                                    num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=2048,
