@@ -18,8 +18,11 @@ Run (from the repository root):
     PYTHONPATH=. python benchmarks/bench_ngram_fit.py --words 1000000 --runs 1 --pairs 1   # sanity
     PYTHONPATH=. python benchmarks/bench_ngram_fit.py --big            # order 5, 100M words, -S 4G, 1 run
 
-Targets: order 5 on 16M words <= 1.0x lmplz's time and peak memory <= lmplz at the
-same -S; order 5 on 100M words completes under a 4 GB budget.
+    python -m benchmarks --only ngram-fit      # the suite's rows: 4M and 16M words (--quick: 200k)
+
+Targets: order 5 on 4M and 16M words <= 1.0x lmplz's time, and seqprob's peak memory within
+the -S budget (the budget is a promise, as lmplz's -S); order 5 on 100M words completes
+under a 4 GB budget.
 """
 from __future__ import annotations
 
@@ -41,6 +44,9 @@ import _harness as H  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+SUITE = {"order": 75, "group": "ngram-fit", "about": "order-5 modified Kneser-Ney text -> ARPA under -S 1G, 4M and "
+         "16M words (--quick: 200k): seqprob ngram fit vs lmplz (KENLM_BIN), time and peak RSS against the budget"}
+BUDGET = "1G"
 
 
 def write_corpus(path: Path, words: int, block: int = 4_000_000) -> None:
@@ -130,6 +136,45 @@ def ngram_header(path: Path) -> str:
     with open(path, encoding="utf-8") as f:
         return " ".join(line.strip().split("=")[1] for line in f.readlines(4096)
                         if line.startswith("ngram "))
+
+
+def suite_rows(opts) -> list:
+    """Per corpus size: the time row (lmplz time / seqprob time, target >= 1.0x) and the
+    memory row (seqprob's peak RSS within -S). Both sides use every core: lmplz has no thread
+    setting, so the thread column is the core count, whatever ``--threads`` says."""
+    cores = len(os.sched_getaffinity(0))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **{v: "1" for v in THREAD_VARS}, SEQPROB_NUM_THREADS=str(cores))
+    lmplz = find_lmplz(None)
+    budget_mib = 1024
+    rows = []
+    for words in ([200_000] if opts.quick else [4_000_000, 16_000_000]):
+        work = Path(tempfile.mkdtemp(prefix="ngram-fit-", dir=opts.folder))
+        corpus = work / "corpus.txt"
+        write_corpus(corpus, words)
+        label = f"MKN order 5 text -> ARPA, {words / 1e6:g}M words, -S {BUDGET}"
+        pairs = []
+        for _ in range(opts.repeats):
+            ours = measure("seqprob", seqprob_cmd(corpus, work / "s.arpa", 5, BUDGET, work), env, opts.runs)
+            theirs = lmplz and measure("lmplz", lmplz_cmd(lmplz, corpus, work / "l.arpa", 5, BUDGET, work), env,
+                                       opts.runs)
+            pairs.append((ours, theirs))
+        med = [statistics.median(o["times"]) for o, _ in pairs]
+        peak = max(o["peak"] for o, _ in pairs)
+        if lmplz:
+            ref = [statistics.median(t["times"]) for _, t in pairs]
+            ratios = [r / m for r, m in zip(ref, med)]
+            rss = f"{peak:,.0f} / {max(t['peak'] for _, t in pairs):,.0f}"
+            rows.append(H.make_row(opts, label, f"lmplz -S {BUDGET}", cores, statistics.median(med),
+                                   statistics.median(ref), ratios, ">= 1.00x", statistics.median(ratios) >= 1.0,
+                                   peak_rss=rss))
+        else:
+            rows.append(H.make_row(opts, label, f"lmplz -S {BUDGET}", cores, statistics.median(med),
+                                   missing="lmplz (KENLM_BIN)"))
+        rows.append(H.make_row(opts, f"{label}: seqprob's peak RSS within the budget", "-", cores,
+                               statistics.median(med), target=f"<= {budget_mib:,} MiB", met=peak <= budget_mib,
+                               peak_rss=f"{peak:,.0f}"))
+        shutil.rmtree(work, ignore_errors=True)
+    return rows
 
 
 def main() -> None:

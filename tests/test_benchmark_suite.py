@@ -128,3 +128,17 @@ def test_llamacpp_rows_say_not_run_without_the_binaries(suite, tmp_path, monkeyp
     rows = module.suite_rows(opts, bin_dir=str(tmp_path / "no-llama-cpp-here"))
     assert rows and all(r["status"] == "not run (missing llama.cpp binaries (LLAMACPP_BIN))" for r in rows)
     assert suite.table(rows)  # renders
+
+
+def test_ngram_fit_rows_judge_the_budget_and_say_not_run_without_lmplz(suite, tmp_path, monkeypatch):
+    harness, _ = _opts(suite, tmp_path)
+    opts = harness.SuiteOptions(quick=True, threads=[1], runs=1, warmups=1, repeats=1,
+                                reference_python=sys.executable, folder=tmp_path, group="ngram-fit")
+    monkeypatch.setenv("KENLM_BIN", str(tmp_path / "no-kenlm-here"))
+    groups, _ = suite.discover()
+    module = groups["ngram-fit"]
+    monkeypatch.setattr(module, "find_lmplz", lambda given: None)
+    timed, memory = module.suite_rows(opts)
+    assert timed["status"] == "not run (missing lmplz (KENLM_BIN))" and timed["seqprob_s"] > 0
+    assert memory["target"] == "<= 1,024 MiB" and memory["status"] == "met"
+    assert 0 < float(memory["peak_rss"].replace(",", "")) <= 1024

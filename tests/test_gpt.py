@@ -632,3 +632,23 @@ def test_logprobs_into_out_fills_and_returns_it():
     good.flags.writeable = False
     with pytest.raises(InputError, match="writable"):
         model.logprobs(ids, out=good)
+
+
+def test_inference_forward_holds_one_layers_temporaries_not_all():
+    """The inference forward keeps no per-layer caches: its transient memory does not grow
+    with the number of layers (it once held every layer's temporaries until the end)."""
+    import tracemalloc
+
+    def peak(L):
+        model = make(V=50, block=128, L=L, H=4, C=64, dtype="float32", norm="rmsnorm", mlp="swiglu",
+                     positions="rotary", bias=False)  # Llama-style: its caches held the most
+        ids = np.arange(128)[None] % 50
+        model._hidden(ids)  # the workspace, allocated once
+        tracemalloc.start()
+        model._hidden(ids)
+        top = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return top
+
+    one, twelve = peak(1), peak(12)
+    assert twelve < 2 * one + 200_000, (one, twelve)

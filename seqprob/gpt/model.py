@@ -341,7 +341,7 @@ class GPT(BaseLanguageModel):
         blocks_forward(x, self._block_params, cfg, self._ropes,
                        lambda i: dict(ws=ws, kv=None if kv is None else kv.layer(i),
                                       probs_out=None if attn is None else attn[:, i]),
-                       None if resid is None else keep)
+                       None if resid is None else keep, keep_caches=False)
         return norm_forward(x, self.params, "ln_f", cfg, out=ws["h"])[0]
 
     def _output(self, shape: tuple, what: str, dtype=None) -> np.ndarray:
