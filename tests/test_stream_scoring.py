@@ -103,6 +103,13 @@ def test_token_stats_are_the_rows_numbers(dtype, family, T, B, budget, seed):
         assert np.abs(got.rank.reshape(-1) - ref.rank).max() <= 1
     one = model.token_stats(ids[0], budget_bytes=budget)
     assert one.logprob.shape == (T,)
+    # the log-probs of the two streamed paths are one number, bit for bit (sp.score with and
+    # without the distribution columns, sp.joint_logprob)
+    model.score_budget_bytes = budget
+    try:
+        np.testing.assert_array_equal(got.logprob, model.token_logprobs(ids))
+    finally:
+        del model.score_budget_bytes
 
 
 def test_token_stats_chunking_keeps_float64_numbers():

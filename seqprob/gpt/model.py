@@ -591,7 +591,8 @@ class GPT(BaseLanguageModel):
                 picked[hit] = u[hit, t[hit] - v0]
                 _parallel.for_row_blocks(lambda lo, hi: fold(u[lo:hi], lo, (above, m, s, a, count)), n, u.size)
             count -= picked > above  # the target's own column, if it counted itself
-            out[i:i + n, 0] = picked - m - np.log(s)
+            # the log-prob in the model's dtype, as token_logprobs gives it: both paths, one number
+            out[i:i + n, 0] = (picked - m - np.log(s)).astype(self.dtype)
             out[i:i + n, 1] = np.log(s) - a / s
             out[i:i + n, 2] = 1 + count
 
