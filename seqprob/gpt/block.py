@@ -211,7 +211,7 @@ def blocks_forward(x, blocks, config, ropes, per_layer=None, after=None, keep_ca
         x, cache = block_forward(x, p, config, ropes[layer], window=config.layer_window(layer),
                                  **(per_layer(layer) if per_layer else {}))
         caches.append(cache if keep_caches else None)
-        del cache
+        del cache  # not held while the next block allocates its own
         if after is not None:
             after(layer, x)
     return x, caches

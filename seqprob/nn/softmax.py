@@ -90,10 +90,8 @@ def logsumexp_update(u, m, s):
     >>> bool(np.isclose(m + np.log(s), np.log(np.exp(u).sum()))[0])
     True
     """
-    new = np.maximum(m, u.max(axis=-1))  # (N,)
-    with np.errstate(invalid="ignore"):  # a row of -inf so far: exp(-inf - -inf) = nan -> 0
-        scale = np.exp(m - new)
-    s *= np.where(np.isnan(scale), 0.0, scale)
+    new, _, c = _new_maximum(u, m)
+    s *= c
     u -= new[:, None].astype(u.dtype, copy=False)
     np.exp(u, out=u)
     s += u.sum(axis=-1)
@@ -126,15 +124,21 @@ def softmax_stats_update(u, above, m, s, a, count, tmp=None):
     (1.5, 1)
     """
     count += np.count_nonzero(u > above[:, None], axis=-1)
-    new = np.maximum(m, u.max(axis=-1))  # (N,)
-    seen = np.isfinite(m)  # rows with sums to rescale (before the first block: none)
-    delta = np.where(seen, new - m, 0.0)
-    c = np.exp(-delta)
-    a[...] = np.where(seen, c * (a - delta * s), 0.0)
-    s[...] = np.where(seen, c * s, 0.0)
+    new, delta, c = _new_maximum(u, m)
+    a[...] = c * (a - delta * s)
+    s *= c
     u -= new[:, None].astype(u.dtype, copy=False)  # d (N, Vb)
     e = np.exp(u, out=tmp)
     s += e.sum(axis=-1)
     a += np.einsum("ij,ij->i", e, u)
     m[...] = new
     return m, s, a, count
+
+
+def _new_maximum(u, m):
+    """The rows' new running maxima m' = max(m, max_j u_j), the rise δ = m' - m and the factor
+    c = exp(-δ) that rescales the sums taken so far (0 for a row with none yet: m = -inf)."""
+    new = np.maximum(m, u.max(axis=-1))  # (N,)
+    seen = np.isfinite(m)
+    delta = np.where(seen, new - m, 0.0)
+    return new, delta, np.where(seen, np.exp(-delta), 0.0)
