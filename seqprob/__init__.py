@@ -4,26 +4,36 @@ P(x_1 .. x_T) = prod_t P(x_t | x_0 .. x_{t-1}), x_0 = <s>. Every model (numpy GP
 tables, ARPA files, the exact toy language) plugs into one contract and one set of scoring,
 sampling and plotting tools.
 """
-from . import analysis, errors, functional, ngram, registry, scoring
-from ._parallel import set_num_threads
-from .ngram.arpa import ArpaModel, read_arpa, write_arpa
-from .ngram.binary import build_binary, load_ngram
-from .errors import SeqProbError
-from .gpt import GPT, GPTConfig
-from .ngram import Mixture
-from .optim import AdamW
-from .protocols import LanguageModel
-from .registry import default_model, load_model
-from .sampling import generate, sample
-from .scoring import (Comparison, Evaluation, compare, compress, conditional_logprob, decompress, evaluate,
-                      evaluate_dask, joint_logprob, perplexity, score, summarize, word_scores)
-from .table import JointTable, UniformModel, lookup_table_size
-from .tokenizers import (BPETokenizer, CharTokenizer, TiktokenTokenizer, Tokenizer, WhitespaceTokenizer,
-                         load_tokenizer)
-from .tokenizers import HFTokenizer
-from .training import train
-from .truth import ProbabilisticGrammar, toy_english
-from .vocab import Vocab
+import importlib
+
+# Every public name is imported on first use (PEP 562): ``import seqprob`` costs numpy and
+# nothing else, so a command that only fits an n-gram model does not load scipy, the GPT or
+# the analysis tools. ``sp.score`` etc. behave exactly as if imported here.
+_LAZY = {
+    **dict.fromkeys(["analysis", "errors", "functional", "ngram", "registry", "scoring", "plots", "gpt",
+                     "tokenizers", "truth", "sampling", "training", "optim", "hub", "protocols", "vocab",
+                     "checks", "table"], None),
+    "set_num_threads": "._parallel",
+    "ArpaModel": ".ngram.arpa", "read_arpa": ".ngram.arpa", "write_arpa": ".ngram.arpa",
+    "build_binary": ".ngram.binary", "load_ngram": ".ngram.binary",
+    "SeqProbError": ".errors",
+    "GPT": ".gpt", "GPTConfig": ".gpt",
+    "Mixture": ".ngram",
+    "AdamW": ".optim",
+    "LanguageModel": ".protocols",
+    "default_model": ".registry", "load_model": ".registry",
+    "generate": ".sampling", "sample": ".sampling",
+    **dict.fromkeys(["Comparison", "Evaluation", "compare", "compress", "conditional_logprob", "decompress",
+                     "evaluate", "evaluate_dask", "joint_logprob", "perplexity", "score", "summarize",
+                     "word_scores"], ".scoring"),
+    "JointTable": ".table", "UniformModel": ".table", "lookup_table_size": ".table",
+    **dict.fromkeys(["BPETokenizer", "CharTokenizer", "TiktokenTokenizer", "Tokenizer", "WhitespaceTokenizer",
+                     "load_tokenizer", "HFTokenizer"], ".tokenizers"),
+    "train": ".training",
+    "ProbabilisticGrammar": ".truth", "toy_english": ".truth",
+    "Vocab": ".vocab",
+}
+
 
 def _installed_version() -> str:
     """The installed distribution's version (one source: pyproject.toml), or "0+unknown" for a
@@ -70,9 +80,14 @@ def __dir__():
     return sorted(set(__all__) | set(_SUBMODULES) | {"__version__"})
 
 
-def __getattr__(name):  # lazy: matplotlib is imported only when plots are used
-    if name == "plots":
-        import importlib
-
-        return importlib.import_module(".plots", __name__)
-    raise AttributeError(f"module 'seqprob' has no attribute {name!r}")
+def __getattr__(name):
+    """Import a public name (or submodule) on first use and keep it (PEP 562)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'seqprob' has no attribute {name!r}")
+    source = _LAZY[name]
+    if source is None:  # a submodule
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        value = getattr(importlib.import_module(source, __name__), name)
+    globals()[name] = value
+    return value

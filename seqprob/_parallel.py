@@ -32,7 +32,9 @@ Examples
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 
@@ -289,16 +291,47 @@ def map_ordered(fn, items, ahead: int | None = None):
         return
     pool, pending = _pool(ahead), []
     try:
-        for item in items:
-            if len(pending) >= ahead:
+        with short_gil_slices():
+            for item in items:
+                if len(pending) >= ahead:
+                    yield pending.pop(0).result()
+                pending.append(pool.submit(_call_inside, fn, item))
+            while pending:
                 yield pending.pop(0).result()
-            pending.append(pool.submit(_call_inside, fn, item))
-        while pending:
-            yield pending.pop(0).result()
     finally:
         for f in pending:
             f.cancel()
         wait(pending)
+
+
+GIL_SLICE_S = 0.0005  # the switch interval while a pipeline runs (Python's default: 0.005 s)
+_slices = {"depth": 0, "saved": None}
+_slices_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def short_gil_slices():
+    """Lower Python's GIL switch interval to :data:`GIL_SLICE_S` while pipelined work runs,
+    then restore it.
+
+    A pool thread that runs numpy (which releases the GIL inside each call) needs the GIL back
+    between calls; while the calling thread runs pure Python (splitting text, formatting), it
+    gets it only when that thread's 5 ms time slice ends. Over the few hundred numpy calls of
+    counting a chunk that is ~0.5 s of waiting. Measured on the n-gram fit (4M words, 2 cores):
+    the counting stage 2.55 -> 2.10 s. Nested and concurrent uses restore the value seen first.
+    """
+    with _slices_lock:
+        if _slices["depth"] == 0:
+            _slices["saved"] = sys.getswitchinterval()
+            sys.setswitchinterval(min(_slices["saved"], GIL_SLICE_S))
+        _slices["depth"] += 1
+    try:
+        yield
+    finally:
+        with _slices_lock:
+            _slices["depth"] -= 1
+            if _slices["depth"] == 0:
+                sys.setswitchinterval(_slices["saved"])
 
 
 def _call_inside(fn, item):

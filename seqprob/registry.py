@@ -123,10 +123,16 @@ def _import_builtins() -> None:
         importlib.import_module(module)
 
 
+#: The order in which load_model tries the built-in formats, whichever module was imported
+#: first (``import seqprob`` imports nothing until used); formats users register come after.
+_BUILTIN_ORDER = ("arpa", "sqlm", "grammar", "seqprob-checkpoint", "hf")
+
+
 def model_formats() -> list:
     """The registered :class:`ModelFormat` objects, in the order :func:`load_model` tries them."""
     _import_builtins()
-    return list(_FORMATS.values())
+    rank = {name: i for i, name in enumerate(_BUILTIN_ORDER)}
+    return sorted(_FORMATS.values(), key=lambda fmt: rank.get(fmt.name, len(rank)))  # stable
 
 
 def model_class(name: str) -> type:

@@ -20,6 +20,7 @@ from seqprob.ngram import MLE, KneserNey, ModifiedKneserNey, StupidBackoff, Witt
 from seqprob.ngram import _external
 from seqprob.ngram._external import MIN_CHUNK_TOKENS, chunk_plan, min_budget, parse_memory
 from seqprob.ngram._stream_mkn import fit_mkn_arpa
+from seqprob import _parallel
 
 try:
     from budget import examples  # example budgets that follow the Hypothesis profile
@@ -352,3 +353,38 @@ def test_fit_arpa_refuses_before_reading_the_corpus(model, match, tmp_path):
         with pytest.raises(InputError, match=match):
             fit_arpa(corpus(), tmp_path / "m.arpa", model)
     assert list(tmp_path.iterdir()) == []
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(runs=st.lists(st.lists(st.integers(0, 40), max_size=30).map(sorted), min_size=1, max_size=5))
+def test_unique_of_sorted_runs_is_np_unique(runs):
+    """The merge's run-aware unique (a stable argsort, numpy's timsort) gives np.unique's
+    distinct keys and inverse for any concatenation of sorted runs, duplicates included."""
+    keys = np.concatenate([np.array(r, dtype=np.int64) for r in runs])
+    uniq, inv = _external._unique_of_sorted_runs(keys)
+    ref_uniq, ref_inv = np.unique(keys, return_inverse=True)
+    np.testing.assert_array_equal(uniq, ref_uniq)
+    np.testing.assert_array_equal(inv, ref_inv.ravel())
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_merge_in_many_rounds_is_the_same_at_any_thread_count(threads, monkeypatch):
+    """The k-way merge runs its rounds on the pool (rounds merged ahead, written in order):
+    with 16-row blocks, 7 runs and any number of threads, the merged tables are exactly the
+    in-memory counts."""
+    rng = np.random.default_rng(11)
+    chunks = [(rng.integers(3, 12, size=300), np.full(30, 10)) for _ in range(7)]
+    rounds, merge_round = [], _external._merge_round
+    monkeypatch.setattr(_external, "_merge_round", lambda item: rounds.append(1) or merge_round(item))
+    _parallel.set_num_threads(threads)
+    try:
+        with _external.SpillDir() as spill:
+            got = _external.count_bounded(iter(chunks), 4, 12, 1, 2, budget=1 << 14, spill=spill)
+            assert len(rounds) > 30  # many rounds, not one per order
+            ref = count_ngrams_in_memory(chunks, 4)
+            for m in range(2, 5):
+                np.testing.assert_array_equal(got.keys[m - 1], ref.keys[m - 1])
+                np.testing.assert_array_equal(got.counts[m - 1], ref.counts[m - 1])
+                np.testing.assert_array_equal(got.suffix[m - 1], ref.suffix[m - 1])
+    finally:
+        _parallel.set_num_threads(None)

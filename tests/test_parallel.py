@@ -247,3 +247,41 @@ def test_dir_of_the_package_shows_the_public_face():
     assert {"set_num_threads", "Evaluation", "Comparison", "evaluate_dask", "scoring", "plots"} <= set(names)
     assert not [n for n in names if n.startswith("_") and n != "__version__"]
     assert all(hasattr(sp, n) for n in names)
+
+
+def test_pipelines_shorten_the_gil_slice_and_restore_it(threads):
+    """While map_ordered runs, the switch interval is GIL_SLICE_S (a pool thread running numpy
+    gets the GIL back quickly); afterwards, on success or error, the caller's value is back."""
+    import sys
+
+    threads(2)
+    before = sys.getswitchinterval()
+    seen = list(_parallel.map_ordered(lambda x: sys.getswitchinterval(), range(4)))
+    assert seen == [_parallel.GIL_SLICE_S] * 4
+    assert sys.getswitchinterval() == before
+    with _parallel.short_gil_slices():
+        with _parallel.short_gil_slices():  # nested: the outer value is restored once, at the end
+            pass
+        assert sys.getswitchinterval() == _parallel.GIL_SLICE_S
+    assert sys.getswitchinterval() == before
+
+    def fail(x):
+        raise ValueError("call")
+
+    with pytest.raises(ValueError):
+        list(_parallel.map_ordered(fail, range(4)))
+    assert sys.getswitchinterval() == before
+
+
+def test_importing_the_package_loads_only_numpy():
+    """``import seqprob`` is lazy (PEP 562): scipy, pandas, matplotlib and the GPT load only
+    when a name that needs them is used, and every public name still resolves."""
+    import subprocess
+    import sys
+
+    code = ("import sys, seqprob\n"
+            "heavy = [m for m in ('scipy', 'pandas', 'matplotlib', 'seqprob.gpt', 'seqprob.truth') if m in sys.modules]\n"
+            "assert not heavy, heavy\n"
+            "assert seqprob.score.__module__.startswith('seqprob.scoring') and seqprob.GPT.__name__ == 'GPT'\n"
+            "assert all(getattr(seqprob, n) is not None for n in seqprob.__all__)\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -132,3 +132,19 @@ def test_no_library_module_imports_the_application():
     library = [p for p in root.rglob("*.py") if p.parts[len(root.parts)] not in ("app", "__main__.py")]
     assert len(library) > 40
     assert [str(p) for p in library if imports_app.search(p.read_text(encoding="utf-8"))] == []
+
+
+def test_builtin_format_order_does_not_depend_on_what_was_imported_first():
+    """``import seqprob`` is lazy, so modules register their formats in whatever order a
+    program uses them; load_model still tries the built-ins in one fixed order."""
+    import subprocess
+    import sys
+
+    code = ("import importlib, sys\n"
+            "for m in sys.argv[1:]: importlib.import_module(m)\n"
+            "import seqprob.registry as r\n"
+            "print(' '.join(f.name for f in r.model_formats()))\n")
+    orders = {subprocess.run([sys.executable, "-c", code, *first], check=True, capture_output=True,
+                             text=True).stdout.strip()
+              for first in ([], ["seqprob.gpt.hf"], ["seqprob.truth", "seqprob.gpt.checkpoint"])}
+    assert orders == {"arpa sqlm grammar seqprob-checkpoint hf"}

@@ -264,41 +264,77 @@ def _map(spill: SpillDir, run: int, m: int, size: int) -> np.ndarray:
 
 
 def merge_order(cursors: list, block: int, out: dict, spill: SpillDir) -> int:
-    """k-way merge of one order; appends keys, counts, suffix to ``out``'s files; returns size."""
+    """k-way merge of one order; appends keys, counts, suffix to ``out``'s files; returns size.
+
+    The merging of one round of blocks (a sort of the k sorted pieces) runs on the pool while
+    this thread reads the next round and writes the previous one (:func:`_parallel.map_ordered`);
+    the files are written in order, so they do not depend on the number of threads.
+    """
     base = 0
     maps = [open(c.map_file, "wb") for c in cursors]
     try:
-        while True:
-            live = [i for i, c in enumerate(cursors) if c.pos < c.size]
-            if not live:
-                return base
-            blocks = {i: cursors[i].block(block) for i in live}
-            bounded = [blocks[i][-1] for i in live if cursors[i].pos + len(blocks[i]) < cursors[i].size]
-            cutoff = min(bounded) if bounded else None
-            take = {i: len(b) if cutoff is None else int(np.searchsorted(b, cutoff, side="right"))
-                    for i, b in blocks.items()}
-            base += _emit(cursors, blocks, take, base, maps, out)
+        for merged, take in _parallel.map_ordered(_merge_round, _rounds(cursors, block)):
+            _write_round(merged, take, base, maps, out)
+            base += len(merged[0])
+        return base
     finally:
         for f in maps:
             f.close()
 
 
-def _emit(cursors, blocks, take, base, maps, out) -> int:
-    """Merge the complete prefix of every block; append results and each run's row map."""
-    keys = np.concatenate([blocks[i][:n] for i, n in take.items()])  # (n,)
-    parts = [cursors[i].take(n) for i, n in take.items()]
-    uniq, inv = np.unique(keys, return_inverse=True)
-    cnt = np.bincount(inv, weights=np.concatenate([p[0] for p in parts]), minlength=len(uniq))
+def _rounds(cursors: list, block: int):
+    """(keys, counts, suffix, take) of each round: the complete prefix of every run's block
+    (everything up to the smallest last key of a block that is not its run's last)."""
+    while True:
+        live = [i for i, c in enumerate(cursors) if c.pos < c.size]
+        if not live:
+            return
+        blocks = {i: cursors[i].block(block) for i in live}
+        bounded = [blocks[i][-1] for i in live if cursors[i].pos + len(blocks[i]) < cursors[i].size]
+        cutoff = min(bounded) if bounded else None
+        take = {i: len(b) if cutoff is None else int(np.searchsorted(b, cutoff, side="right"))
+                for i, b in blocks.items()}
+        parts = [cursors[i].take(n) for i, n in take.items()]
+        keys = np.concatenate([blocks[i][:n] for i, n in take.items()])  # (n,)
+        yield keys, [p[0] for p in parts], [p[1] for p in parts], take
+
+
+def _merge_round(item):
+    """Distinct keys, summed counts and suffix rows of one round, and each row's merged row."""
+    keys, counts, suffixes, take = item
+    uniq, inv = _unique_of_sorted_runs(keys)
+    cnt = np.bincount(inv, weights=np.concatenate(counts), minlength=len(uniq))
     suf = np.empty(len(uniq), dtype=np.int64)
-    suf[inv] = np.concatenate([p[1] for p in parts])
+    suf[inv] = np.concatenate(suffixes)
+    return (uniq, np.rint(cnt).astype(np.int64), suf, inv), take
+
+
+def _write_round(merged, take: dict, base: int, maps: list, out: dict) -> None:
+    """Append a merged round to the order's files, and each run's row map (old row -> merged)."""
+    uniq, cnt, suf, inv = merged
     uniq.tofile(out["keys"])
-    np.rint(cnt).astype(np.int64).tofile(out["counts"])
+    cnt.tofile(out["counts"])
     suf.tofile(out["suffix"])
     start = 0
     for i, n in take.items():
         (base + inv[start: start + n]).tofile(maps[i])
         start += n
-    return len(uniq)
+
+
+def _unique_of_sorted_runs(keys: np.ndarray):
+    """``np.unique(keys, return_inverse=True)`` for a concatenation of a few sorted runs.
+
+    A stable argsort is numpy's timsort, which finds the runs and merges them: O(n log k)
+    for k runs, about 4x faster here than the quicksort inside ``np.unique``.
+    """
+    order = np.argsort(keys, kind="stable")  # (n,)
+    ordered = keys[order]
+    first = np.empty(len(keys), dtype=bool)  # (n,) the first of its key
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    inv = np.empty(len(keys), dtype=np.int64)
+    inv[order] = np.cumsum(first) - 1
+    return ordered[first], inv
 
 
 def merge_runs(runs: list, order: int, vocab_size: int, block: int, spill: SpillDir) -> tuple:
@@ -350,7 +386,8 @@ def count_bounded(chunks, order: int, vocab_size, bos_id: int, eos_id: int, budg
     Notes
     -----
     Peak memory: one chunk while counting; ``k`` blocks while merging k runs, with
-    ``block = budget / (k * 384)`` rows each (8-byte key, count, suffix, inverse, sort space),
+    ``block = budget / (k * 384 * r)`` rows each (8-byte key, count, suffix, inverse, sort space)
+    for the r rounds in flight (1 on one thread, threads + 1 otherwise),
     plus the random-access row maps of the previous order (memory-mapped). The merged tables
     are the same for any chunking: :class:`NGramCounts` only depends on the n-gram set.
     """
@@ -360,7 +397,9 @@ def count_bounded(chunks, order: int, vocab_size, bos_id: int, eos_id: int, budg
     V = vocab_size() if callable(vocab_size) else int(vocab_size)
     if V < len(unigram):
         raise InputError(f"vocab_size {V} is smaller than the largest id seen + 1", value=V)
-    block = max(budget // (384 * len(runs)), 16)  # ~150 bytes a row at the peak: ~40% of the budget
+    threads = _parallel.num_threads()
+    in_flight = threads + 1 if threads > 1 else 1  # merge rounds held at once (merge_order)
+    block = max(budget // (384 * len(runs) * in_flight), 16)  # ~150 bytes a row: ~40% of the budget
     keys, counts, suffix = merge_runs(runs, order, V, block, spill)
     unigram = _add_padded(np.zeros(V, dtype=np.int64), unigram)
     return NGramCounts(order, V, [np.arange(V, dtype=np.int64)] + keys, [unigram] + counts,
