@@ -151,7 +151,17 @@ def for_row_blocks(fn, n_rows: int, work: int, min_work: int | None = None) -> l
 # each thread runs the whole pass on its shard with BLAS on one thread and the per-op splitting
 # above inline. One fork/join per pass instead of one per op, and every op runs in parallel.
 
-_blas = {"controller": None, "pid": None}
+_blas = {"controller": None, "key": None}
+
+# scipy ships its own OpenBLAS, loaded by these modules (not by ``import scipy``); ``import
+# seqprob`` is lazy, so it may appear after the controllers were made: they are made again then.
+_SCIPY_BLAS_MODULES = ("scipy.linalg", "scipy.special")
+
+
+def _blas_key() -> tuple:
+    """What the found BLAS libraries depend on: the process and whether scipy's is loaded
+    (a few dict lookups: checked on every decoding step)."""
+    return os.getpid(), any(name in sys.modules for name in _SCIPY_BLAS_MODULES)
 
 
 def blas_controller():
@@ -161,8 +171,8 @@ def blas_controller():
     callers keep the per-op path, which never changes BLAS settings). Made once per process:
     threadpoolctl's scan of the loaded libraries costs milliseconds.
     """
-    if _blas["pid"] != os.getpid():
-        _blas["controller"], _blas["pid"] = _find_openblas(), os.getpid()
+    if _blas["key"] != _blas_key():
+        _blas["controller"], _blas["key"] = _find_openblas(), _blas_key()
     return _blas["controller"]
 
 
@@ -187,13 +197,14 @@ class OneBlasThread:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._depth, self._saved, self._libs = 0, [], None
+        self._depth, self._saved, self._libs, self._key = 0, [], None, None
 
     def _controllers(self) -> list:
-        if self._libs is None:
+        if self._libs is None or self._key != _blas_key():
             from threadpoolctl import ThreadpoolController
             self._libs = [(lib.get_num_threads, lib.set_num_threads) for lib in
                           ThreadpoolController().select(user_api="blas").lib_controllers]
+            self._key = _blas_key()
         return self._libs
 
     def __enter__(self):

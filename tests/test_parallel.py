@@ -285,3 +285,25 @@ def test_importing_the_package_loads_only_numpy():
             "assert seqprob.score.__module__.startswith('seqprob.scoring') and seqprob.GPT.__name__ == 'GPT'\n"
             "assert all(getattr(seqprob, n) is not None for n in seqprob.__all__)\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_one_blas_thread_also_limits_a_blas_loaded_after_first_use():
+    """scipy brings its own OpenBLAS, loaded only by scipy.linalg / scipy.special; with the
+    package imported lazily that may happen after the first decoding step built the
+    controllers, and the step after must limit it too."""
+    import subprocess
+    import sys
+
+    code = ("import numpy as np\n"
+            "from seqprob import _parallel\n"
+            "from threadpoolctl import threadpool_info\n"
+            "with _parallel.one_blas_thread: pass\n"
+            "import scipy.linalg\n"
+            "blas = lambda: [i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas']\n"
+            "assert len(blas()) >= 1\n"
+            "with _parallel.blas_controller().limit(limits=2):\n"
+            "    with _parallel.one_blas_thread:\n"
+            "        inside = blas()\n"
+            "    assert set(blas()) == {2}, blas()\n"
+            "assert set(inside) == {1}, inside\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -387,7 +387,7 @@ class _Params(dict):
     def __setitem__(self, name, value):
         target = self.dest.get(name)
         if target is not None and value is not target and np.shape(value) == target.shape:
-            copy_into(target, value)
+            copy_into(target, value, release=st.release)  # file pages dropped stripe by stripe
             st.release(value)  # a view of the mapped file: its pages are not needed again
             value = target
         super().__setitem__(name, value)
@@ -473,7 +473,7 @@ def _fused(out: np.ndarray, parts: list) -> np.ndarray:
     array: no concatenated copy for ``load_params`` to copy again)."""
     lo = 0
     for part in parts:
-        copy_into(out[..., lo:lo + part.shape[-1]], part)  # a transposed part: in tiles
+        copy_into(out[..., lo:lo + part.shape[-1]], part, release=st.release)  # a transposed part: in tiles
         st.release(part)
         lo += part.shape[-1]
     return out
