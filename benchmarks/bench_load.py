@@ -4,6 +4,7 @@ Run (numpy only: no reference library is needed, the targets are absolute)::
 
     PYTHONPATH=. python benchmarks/bench_load.py [--runs 7] [--only 0.5b-f32 0.5b-bf16 124m]
     PYTHONPATH=. python benchmarks/bench_load.py --quick      # tiny shapes, a smoke run
+    python -m benchmarks --only load                          # the suite's rows (largest --threads)
 
 Checkpoints (random weights, written once per run into a temporary folder by a child process of
 their own, streamed tensor by tensor so the writer never holds the model):
@@ -35,6 +36,11 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _harness as H  # noqa: E402  (after the path insert above)
+
+SUITE = {"order": 70, "group": "load", "about": "GPT.from_hf at real sizes (Qwen2.5-0.5B shape F32 and BF16, "
+         "GPT-2-124M-shape Llama): the load's own peak RSS / W and its wall time (no reference: absolute targets)"}
 SHAPES = {
     "0.5b": dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                  num_attention_heads=14, num_key_value_heads=2),
@@ -87,10 +93,10 @@ def rss(field):
     for line in open("/proc/self/status"):
         if line.startswith(field):
             return int(line.split()[1]) * 1024
-import seqprob as sp
+from seqprob.gpt import GPT  # import seqprob is lazy: the GPT's modules, before the first reading
 after_import = rss("VmRSS:")
 t0 = time.perf_counter()
-model = sp.GPT.from_hf(sys.argv[1])
+model = GPT.from_hf(sys.argv[1])
 seconds = time.perf_counter() - t0
 weights = sum(a.nbytes for a in model.params.values())
 print(json.dumps({"seconds": seconds, "import_rss": after_import, "peak_rss": rss("VmHWM:"),
@@ -139,6 +145,25 @@ def verdict(row: dict) -> str:
     if row["case"] == "124m":
         checks.append(("time", row["median_s"] < TARGET_124M_S, f"< {TARGET_124M_S} s"))
     return "; ".join(f"{what} {target}: {'met' if ok else 'MISSED'}" for what, ok, target in checks)
+
+
+def suite_rows(opts) -> list:
+    """One row per checkpoint at the largest ``--threads``: the load's median wall time and
+    its own memory, (peak - import) / W, against the targets of the module docstring."""
+    threads = max(opts.threads)
+    shapes, runs = (QUICK, 2) if opts.quick else (SHAPES, opts.runs)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="seqprob-bench-load-", dir=opts.folder) as tmp:
+        for case in sorted(CASES):
+            r = measure(case, shapes, runs, threads, Path(tmp))
+            big = case.startswith("0.5b")
+            target = f"(peak - import) <= {TARGET_RSS_RATIO}x W" if big else f"< {TARGET_124M_S} s"
+            met = r["load_ratio"] <= TARGET_RSS_RATIO if big else r["median_s"] < TARGET_124M_S
+            rows.append(H.make_row(
+                opts, f"GPT.from_hf {case} (file {r['file_dtype']}, W {r['weights_mb']:,.0f} MB): load, "
+                f"(peak - import) / W = {r['load_ratio']:.3f}", "-", threads, r["median_s"], target=target,
+                met=met, peak_rss=f"{r['peak_rss_mb'] / 1.048576:,.0f}"))
+    return rows
 
 
 def main(argv=None) -> list:

@@ -142,3 +142,18 @@ def test_ngram_fit_rows_judge_the_budget_and_say_not_run_without_lmplz(suite, tm
     assert timed["status"] == "not run (missing lmplz (KENLM_BIN))" and timed["seqprob_s"] > 0
     assert memory["target"] == "<= 1,024 MiB" and memory["status"] == "met"
     assert 0 < float(memory["peak_rss"].replace(",", "")) <= 1024
+
+
+def test_load_rows_judge_each_checkpoint_against_its_absolute_target(suite, tmp_path):
+    """bench_load is a suite group: one row per checkpoint (tiny shapes with --quick), with the
+    load's time, its own memory (peak - import) / W in the work column and a met/MISSED verdict."""
+    harness, _ = _opts(suite, tmp_path)
+    opts = harness.SuiteOptions(quick=True, threads=[1], runs=1, warmups=1, repeats=1,
+                                reference_python=sys.executable, folder=tmp_path, group="load")
+    groups, _ = suite.discover()
+    rows = groups["load"].suite_rows(opts)
+    assert [r["work"].split(" ")[1] for r in rows] == ["0.5b-bf16", "0.5b-f32", "124m"]
+    for row in rows:
+        assert row["status"] in ("met", "MISSED") and row["seqprob_s"] > 0
+        assert "(peak - import) / W = " in row["work"] and float(row["peak_rss"].replace(",", "")) > 0
+    assert suite.table(rows)

@@ -634,6 +634,30 @@ def test_logprobs_into_out_fills_and_returns_it():
         model.logprobs(ids, out=good)
 
 
+def test_gelu_inference_forward_holds_no_second_mlp_sized_array():
+    """A GELU block's inference MLP activates u in place with a chunk-sized scratch per
+    thread: its workspace has no (T, 4C) tanh buffer (it had one), and a forward's own
+    allocations stay under one such array."""
+    import tracemalloc
+
+    from seqprob import _parallel
+    from seqprob.gpt.block import make_workspace
+
+    model = make(V=50, block=512, L=2, H=4, C=64, dtype="float32")  # GPT-2 style: gelu_tanh
+    assert "t" not in make_workspace(model.config, 1, 512, np.float32)
+    ids = np.arange(512)[None] % 50
+    _parallel.set_num_threads(2)  # the pass goes chunk by chunk on any machine
+    try:
+        model._hidden(ids)  # the workspace, allocated once
+        tracemalloc.start()
+        model._hidden(ids)
+        top = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    finally:
+        _parallel.set_num_threads(None)
+    assert top < 0.75 * 512 * 4 * 64 * 4, top  # (T, 4C) float32: 524,288 bytes
+
+
 def test_inference_forward_holds_one_layers_temporaries_not_all():
     """The inference forward keeps no per-layer caches: its transient memory does not grow
     with the number of layers (it once held every layer's temporaries until the end)."""

@@ -90,9 +90,11 @@ def make_workspace(config, B: int, T: int, dtype) -> dict:
     """Reusable inference buffers for a (B, T) forward pass of any block of ``config``."""
     C, H, Hkv, hd, F = (config.n_embd, config.n_head, config.kv_heads, config.head_dim,
                         config.mlp_width)
-    up = 2 * F if config.mlp in ("swiglu", "geglu_tanh") else F
+    gated = config.mlp in ("swiglu", "geglu_tanh")
     shapes = {"h": (B, T, C), "qkv": (B, T, (H + 2 * Hkv) * hd), "q": (B, H, T, hd),
-              "k": (B, Hkv, T, hd), "y": (B, T, H * hd), "a": (B, T, C), "u": (B, T, up), "t": (B, T, F)}
+              "k": (B, Hkv, T, hd), "y": (B, T, H * hd), "a": (B, T, C), "u": (B, T, 2 * F if gated else F)}
+    if gated:  # the activation's output; a GELU MLP works in place in u
+        shapes["t"] = (B, T, F)
     return {name: np.empty(shape, dtype) for name, shape in shapes.items()}
 
 
@@ -373,7 +375,8 @@ def _mlp_forward(h, p, config, ws, buffers=None):
     if ws is None and buffers is not None:
         inplace = buffers("act", (B, T, F))
     if config.mlp == "gelu_tanh":
-        act, c_act = nn.gelu_forward(u, out=inplace, tanh_out=_take(ws, "t", buffers, "t", (B, T, F)))
+        tanh_out = None if ws is not None else _take(ws, "t", buffers, "t", (B, T, F))  # inference: per chunk
+        act, c_act = nn.gelu_forward(u, out=inplace, tanh_out=tanh_out)
     elif config.mlp == "gelu":
         act, c_act = nn.gelu_erf_forward(u, out=inplace)
     elif config.mlp == "geglu_tanh":

@@ -84,7 +84,7 @@ def _thread_forward(model, x, ws, rows, part, barrier, head) -> None:
 def _row_views(ws, lo, hi) -> dict:
     """The workspace's buffers restricted to rows [lo, hi): (1, t, ...) views, and the
     (1, H, t, hd) views of the rotated q and k."""
-    rows = {name: ws[name][:, lo:hi] for name in ("h", "qkv", "y", "a", "u", "t")}
+    rows = {name: ws[name][:, lo:hi] for name in ("h", "qkv", "y", "a", "u", "t") if name in ws}
     rows.update(q=ws["q"][:, :, lo:hi], k=ws["k"][:, :, lo:hi])
     return rows
 

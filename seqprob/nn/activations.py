@@ -33,17 +33,23 @@ GELU_A = 0.044715
 def gelu_forward(x, out=None, tanh_out=None):
     """GELU, tanh approximation (GPT-2's ``gelu_new``). ``out`` may be ``x`` (in place) when
     no backward follows; the cache holds (x, tanh term). Large inputs run in cache-sized row
-    chunks spread over the thread pool (same values).
+    chunks spread over the thread pool (same values). In place without ``tanh_out``, the tanh
+    term lives in a scratch of one chunk at a time, not a second array of x's size.
 
     Notes
     -----
     gelu(x) = x/2 (1 + tanh(sqrt(2/π) (x + 0.044715 x³))).
     """
     inplace = out is x
+    width = x.shape[-1] if x.ndim else 1
+    x2 = row_view(x, width)
+    if inplace and tanh_out is None and x2 is not None:  # no cache: a scratch per row chunk
+        by_chunks(lambda lo, hi: gelu_rows(x2[lo:hi], x2[lo:hi], np.empty_like(x2[lo:hi]), True),
+                  len(x2), width)
+        return x, None
     y = np.empty_like(x) if out is None else out
     t = np.empty_like(x) if tanh_out is None else tanh_out
-    width = x.shape[-1] if x.ndim else 1
-    x2, y2, t2 = row_view(x, width), row_view(y, width), row_view(t, width)
+    y2, t2 = row_view(y, width), row_view(t, width)
     if x2 is None or y2 is None or t2 is None:
         gelu_rows(x, y, t, inplace)
     else:
