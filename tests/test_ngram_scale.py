@@ -388,3 +388,20 @@ def test_merge_in_many_rounds_is_the_same_at_any_thread_count(threads, monkeypat
                 np.testing.assert_array_equal(got.suffix[m - 1], ref.suffix[m - 1])
     finally:
         _parallel.set_num_threads(None)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_chunks_counted_at_once_share_the_plans_chunk(threads):
+    """With n threads, n chunks are counted at once, each 1/n of the one-thread chunk (the same
+    memory); never smaller than MIN_CHUNK_TOKENS: at the smallest budget one chunk at a time."""
+    _parallel.set_num_threads(1)
+    try:
+        whole = chunk_plan("64M", 5)
+        _parallel.set_num_threads(threads)
+        plan, tiny = chunk_plan("64M", 5), chunk_plan(min_budget(5), 5)
+    finally:
+        _parallel.set_num_threads(None)
+    assert whole.in_flight == 1 and plan.in_flight == threads
+    assert plan.chunk_tokens == whole.chunk_tokens // threads
+    assert plan.chunk_chars * threads <= whole.chunk_chars
+    assert tiny.in_flight == 1 and tiny.chunk_tokens == MIN_CHUNK_TOKENS

@@ -83,20 +83,27 @@ def min_budget(order: int) -> int:
 
 @dataclass(frozen=True)
 class ChunkPlan:
-    """How a memory budget is spent: tokens (and characters) per chunk, merge block size."""
+    """How a memory budget is spent: tokens (and characters) per chunk, and how many chunks
+    are counted at once (``in_flight``: one per thread while the calling thread reads on)."""
 
     budget: int
     chunk_tokens: int
     chunk_chars: int
+    in_flight: int = 1
 
 
 def chunk_plan(budget, order: int) -> ChunkPlan:
     """Chunk size for a budget; :class:`MemoryBudgetError` when not even a minimal chunk fits.
 
+    Half the budget goes to the chunks being counted: 1 MB at order 3 is 1,248 tokens, one
+    chunk of them on one thread, or ``in_flight`` chunks of 1,248 // in_flight tokens counted
+    at once on several.
+
     Examples
     --------
-    >>> chunk_plan("1M", 3).chunk_tokens
-    1248
+    >>> plan = chunk_plan("1M", 3)
+    >>> plan.budget, plan.chunk_tokens == 1248 // plan.in_flight
+    (1048576, True)
     """
     nbytes = parse_memory(budget)
     tokens = nbytes // (2 * bytes_per_token(order))  # half for the chunk, half for the rest
@@ -105,7 +112,11 @@ def chunk_plan(budget, order: int) -> ChunkPlan:
         raise MemoryBudgetError(f"memory budget {budget!r} ({nbytes} bytes) is below what one chunk "
                                 f"of {MIN_CHUNK_TOKENS} tokens of order {order} needs ({need} bytes)",
                                 value=budget, limit=need)
-    return ChunkPlan(nbytes, int(tokens), int(tokens) * CHARS_PER_TOKEN)
+    # Counting is the slower side of the pipeline (sorting each order's keys): one chunk per
+    # thread counted at once, each 1/n of the size, holds the same memory as one whole chunk.
+    in_flight = max(1, min(_parallel.num_threads(), tokens // MIN_CHUNK_TOKENS))
+    tokens //= in_flight
+    return ChunkPlan(nbytes, int(tokens), int(tokens) * CHARS_PER_TOKEN, int(in_flight))
 
 
 class SpillDir:
@@ -181,17 +192,17 @@ def save_run(counts: NGramCounts, index: int, spill: SpillDir) -> Run:
     return Run(index, counts.vocab_size, counts.sizes())
 
 
-def count_runs(chunks, order: int, bos_id: int, eos_id: int, spill: SpillDir):
+def count_runs(chunks, order: int, bos_id: int, eos_id: int, spill: SpillDir, in_flight: int = 1):
     """Count every chunk and spill it; returns (runs, unigram counts, sentences, tokens).
 
-    With two threads or more (:func:`seqprob._parallel.num_threads`), a chunk is counted and
-    written in a pool thread while the calling thread reads and encodes the next one (one
-    chunk in flight: the memory of two chunks, one as text, one as integer tables).
+    With two threads or more (:func:`seqprob._parallel.num_threads`), up to ``in_flight``
+    chunks are counted and written in pool threads while the calling thread reads and encodes
+    the next one (the memory of ``in_flight`` chunks as integer tables and one as text).
     """
     items = ((flat, lengths, i) for i, (flat, lengths) in enumerate(_nonempty(chunks)))
     runs, unigram, n_sent, n_tok = [], np.zeros(0, dtype=np.int64), 0, 0
     for run, chunk_unigram, sentences, tokens in _parallel.map_ordered(
-            lambda item: _count_run(*item, order, bos_id, eos_id, spill), items, ahead=1):
+            lambda item: _count_run(*item, order, bos_id, eos_id, spill), items, ahead=in_flight):
         unigram = _add_padded(unigram, chunk_unigram)
         n_sent, n_tok = n_sent + sentences, n_tok + tokens
         runs.append(run)
@@ -369,7 +380,7 @@ def _remove_merged(runs: list, m: int, order: int, spill: SpillDir) -> None:
 
 
 def count_bounded(chunks, order: int, vocab_size, bos_id: int, eos_id: int, budget: int,
-                  spill: SpillDir) -> NGramCounts:
+                  spill: SpillDir, in_flight: int = 1) -> NGramCounts:
     """Count n-grams like :func:`seqprob.ngram.counts.count_ngrams`, holding one chunk at a time.
 
     Parameters
@@ -382,16 +393,19 @@ def count_bounded(chunks, order: int, vocab_size, bos_id: int, eos_id: int, budg
         Bytes for the merge blocks (one block per run).
     spill : SpillDir
         Where runs and merged tables live; the returned arrays are memory-mapped from it.
+    in_flight : int
+        Chunks counted at once on the pool (:attr:`ChunkPlan.in_flight`).
 
     Notes
     -----
-    Peak memory: one chunk while counting; ``k`` blocks while merging k runs, with
-    ``block = budget / (k * 384 * r)`` rows each (8-byte key, count, suffix, inverse, sort space)
-    for the r rounds in flight (1 on one thread, threads + 1 otherwise),
-    plus the random-access row maps of the previous order (memory-mapped). The merged tables
-    are the same for any chunking: :class:`NGramCounts` only depends on the n-gram set.
+    Peak memory: while counting, the ``in_flight`` chunks counted at once (each 1/in_flight of
+    the plan's chunk); while merging k runs, k blocks of ``block = budget / (k * 384 * r)`` rows
+    each (8-byte key, count, suffix, inverse, sort space) for the r rounds in flight (1 on one
+    thread, threads + 1 otherwise), plus the random-access row maps of the previous order
+    (memory-mapped). The merged tables are the same for any chunking: :class:`NGramCounts`
+    only depends on the n-gram set.
     """
-    runs, unigram, n_sent, n_tok = count_runs(chunks, order, bos_id, eos_id, spill)
+    runs, unigram, n_sent, n_tok = count_runs(chunks, order, bos_id, eos_id, spill, in_flight)
     if not runs:
         raise InputError("cannot count n-grams of an empty corpus: there are no lines (sentences)")
     V = vocab_size() if callable(vocab_size) else int(vocab_size)

@@ -384,7 +384,7 @@ class NGramModel(BackoffLanguageModel):
         size = (lambda: len(index)) if index is not None else len(vocab)
         encoded = encode_chunks(chunks, tokenizer, index)
         if plan:
-            counts = count_bounded(encoded, int(self.order), size, bos, eos, plan.budget, spill)
+            counts = count_bounded(encoded, int(self.order), size, bos, eos, plan.budget, spill, plan.in_flight)
         else:
             counts = count_ngrams(encoded, int(self.order), size, bos, eos)
         if index is not None:
