@@ -5,6 +5,7 @@ tables, ARPA files, the exact toy language) plugs into one contract and one set 
 sampling and plotting tools.
 """
 import importlib
+from typing import TYPE_CHECKING
 
 # Every public name is imported on first use (PEP 562): ``import seqprob`` costs numpy and
 # nothing else, so a command that only fits an n-gram model does not load scipy, the GPT or
@@ -33,6 +34,28 @@ _LAZY = {
     "ProbabilisticGrammar": ".truth", "toy_english": ".truth",
     "Vocab": ".vocab",
 }
+
+if TYPE_CHECKING:  # what type checkers and IDEs see: the names, imported eagerly
+    from . import analysis, errors, functional, ngram, registry, scoring  # noqa: F401
+    from ._parallel import set_num_threads  # noqa: F401
+    from .errors import SeqProbError  # noqa: F401
+    from .gpt import GPT, GPTConfig  # noqa: F401
+    from .ngram import Mixture  # noqa: F401
+    from .ngram.arpa import ArpaModel, read_arpa, write_arpa  # noqa: F401
+    from .ngram.binary import build_binary, load_ngram  # noqa: F401
+    from .optim import AdamW  # noqa: F401
+    from .protocols import LanguageModel  # noqa: F401
+    from .registry import default_model, load_model  # noqa: F401
+    from .sampling import generate, sample  # noqa: F401
+    from .scoring import (Comparison, Evaluation, compare, compress, conditional_logprob,  # noqa: F401
+                          decompress, evaluate, evaluate_dask, joint_logprob, perplexity, score,
+                          summarize, word_scores)
+    from .table import JointTable, UniformModel, lookup_table_size  # noqa: F401
+    from .tokenizers import (BPETokenizer, CharTokenizer, HFTokenizer, TiktokenTokenizer,  # noqa: F401
+                             Tokenizer, WhitespaceTokenizer, load_tokenizer)
+    from .training import train  # noqa: F401
+    from .truth import ProbabilisticGrammar, toy_english  # noqa: F401
+    from .vocab import Vocab  # noqa: F401
 
 
 def _installed_version() -> str:
