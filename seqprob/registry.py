@@ -194,7 +194,7 @@ def load_model(path=None, revision: str | None = None):
         if fmt.recognise(p):
             return fmt.load(p)
     _refuse_part_of_folder(p, formats)
-    known = "; ".join(f"{f.name}: {f.description}" for f in _FORMATS.values())
+    known = "; ".join(f"{f.name}: {f.description}" for f in formats)
     raise InputError(f"cannot tell what kind of model {str(path)!r} is; known formats: {known}",
                      path=str(path))
 

@@ -140,9 +140,13 @@ def test_builtin_format_order_does_not_depend_on_what_was_imported_first():
     import subprocess
     import sys
 
-    code = ("import importlib, sys\n"
+    code = ("import importlib, re, sys, tempfile\n"
             "for m in sys.argv[1:]: importlib.import_module(m)\n"
             "import seqprob.registry as r\n"
+            "odd = tempfile.NamedTemporaryFile(suffix='.xyz', delete=False).name\n"
+            "try: r.load_model(odd)\n"
+            "except Exception as e: named = re.findall(r'(?:; |formats: )([a-z-]+): ', str(e))\n"
+            "assert named == [f.name for f in r.model_formats()], named\n"
             "print(' '.join(f.name for f in r.model_formats()))\n")
     orders = {subprocess.run([sys.executable, "-c", code, *first], check=True, capture_output=True,
                              text=True).stdout.strip()
