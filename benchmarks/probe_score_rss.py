@@ -36,6 +36,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder")
     ap.add_argument("--tokens", type=int, default=1024)
+    ap.add_argument("--calls", type=int, default=2)
     args = ap.parse_args()
     import numpy as np
 
@@ -49,7 +50,7 @@ def main() -> None:
     print("load   ", load, f"W {w:.0f} MiB, peak {load['VmHWM'] / w:.3f} W")
     reset_peak()
     ids = np.random.default_rng(0).integers(0, model.config.vocab_size, args.tokens + 1)
-    for call in (1, 2):
+    for call in range(1, args.calls + 1):
         model.token_logprobs(ids)
         s = status()
         print(f"score {call}", s, f"peak {s['VmHWM'] / w:.3f} W")

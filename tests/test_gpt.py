@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from budget import examples
+from test_gpt_arch import arch_model, archs
 import seqprob as sp
 from seqprob.errors import ContextLengthError, InputError, SeqProbError, TokenIdError
 from seqprob.gpt import GPT, GPTConfig
@@ -676,3 +677,63 @@ def test_inference_forward_holds_one_layers_temporaries_not_all():
 
     one, twelve = peak(1), peak(12)
     assert twelve < 2 * one + 200_000, (one, twelve)
+
+
+def _buffer_pairs_live_together(config):
+    """The workspace buffers one inference block holds at the same moment (see
+    block.make_workspace): each pair must not share a byte."""
+    pairs = [("qkv", "y"), ("y", "a"), ("h", "u"), ("h", "a")]  # attention; projection; MLP input
+    if config.mlp in ("swiglu", "geglu_tanh"):
+        pairs += [("u", "t"), ("h", "t")]
+    if config.parallel_residual:  # a is added to the residual after the MLP
+        pairs += [("a", "u")] + ([("a", "t")] if config.mlp in ("swiglu", "geglu_tanh") else [])
+    return pairs
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(a=archs)
+def test_workspace_buffers_alive_at_once_never_share_memory(a):
+    """The inference workspace lays buffers whose lifetimes do not overlap over one another
+    (make_workspace, Notes); any two alive at the same moment must be disjoint, whatever the
+    architecture (parallel residual, H hd != C, gated MLPs)."""
+    from seqprob.gpt.block import make_workspace
+
+    config = arch_model(a, dtype="float32").config
+    ws = make_workspace(config, 2, 5, np.float32)
+    for one, other in _buffer_pairs_live_together(config):
+        assert not np.shares_memory(ws[one], ws[other], max_work=None), (one, other)
+    for name, arr in ws.items():  # each buffer has the rows of every position
+        assert arr.shape[:2] == (2, 5) or arr.shape[:3:2] == (2, 5), name
+
+
+def test_gpt2_workspace_is_one_row_norm_buffer_and_one_arena():
+    """GPT-2-124M at 1,024 positions: the buffers are h (3 MiB) and the arena (12 MiB, the
+    MLP's hidden rows, the widest use, each row padded by a cache line), 15 MiB; one array
+    per buffer held 33 MiB."""
+    from seqprob.gpt.block import make_workspace
+
+    config = GPTConfig(vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768, dtype="float32")
+    ws = make_workspace(config, 1, 1024, np.float32)
+    bases = {id(arr if arr.base is None else arr.base): arr if arr.base is None else arr.base for arr in ws.values()}
+    assert sum(b.nbytes for b in bases.values()) == 1024 * (768 + 3072 + 16) * 4  # rows padded off 4 KiB
+    assert ws["y"] is ws["h"] and ws["u"].shape == (1, 1024, 3072)
+
+
+def test_scoring_streams_its_logits_through_the_free_arena():
+    """token_logprobs' vocabulary slices are written into the arena (free once the blocks are
+    done) when it is large enough, else into a buffer of their own: the same numbers."""
+    model = make(V=50, block=16, L=2, H=2, C=16, dtype="float64")
+    ids = np.random.default_rng(0).integers(0, 50, (1, 12))
+    h2 = model._hidden(ids).reshape(12, -1).copy()
+    targets = np.random.default_rng(1).integers(0, 50, 12)
+    want = np.empty(12)
+    model._pick_logprobs(h2, targets, want)
+    free = np.full(12 * 50, np.nan)
+    got = np.empty(12)
+    model._pick_logprobs(h2, targets, got, free=free)
+    np.testing.assert_array_equal(got, want)
+    assert not np.isnan(free).any()  # the logits went there
+    small = np.full(12 * 50 - 1, np.nan)
+    model._pick_logprobs(h2, targets, got, free=small)
+    np.testing.assert_array_equal(got, want)
+    assert np.isnan(small).all()  # too small: untouched

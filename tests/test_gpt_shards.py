@@ -140,7 +140,7 @@ def test_blas_threads_are_restored_after_a_sharded_pass(shard_calls):
     model = GPT(GPTConfig(vocab_size=13, block_size=8, n_layer=1, n_head=2, n_embd=8))
     seen = []
     real = model._pick_logprobs
-    model._pick_logprobs = lambda *args: (seen.append(blas_threads()), real(*args))[1]
+    model._pick_logprobs = lambda *args, **kw: (seen.append(blas_threads()), real(*args, **kw))[1]
     _parallel.set_num_threads(2)
     with _parallel.blas_controller().limit(limits=3):  # the user's setting
         model.token_logprobs(np.zeros((2, 8), int))  # two sequences: a shard each
@@ -157,10 +157,10 @@ def test_an_error_in_a_shard_reaches_the_caller_and_blas_is_restored(monkeypatch
     before = blas_threads()
 
     def failing_on(real, arg, size):
-        def run(*args):
+        def run(*args, **kwargs):
             if len(args[arg]) == size:
                 raise ValueError("shard failed")
-            return real(*args)
+            return real(*args, **kwargs)
         return run
 
     if where == "batch":  # shards of 2 and 3 sequences of 7 inputs: 14 and 21 rows

@@ -3,6 +3,7 @@ value and says what would be right; a model, a number or a file is never lost or
 import gzip
 import math
 import os
+import re
 import warnings
 from pathlib import Path
 
@@ -237,6 +238,39 @@ def test_same_ids_is_symmetric_and_needs_one_size(a, b):
     assert words.same_ids(ids) == ids.same_ids(words) == (a == b)
     assert words.same_ids(Vocab.build([f"w{i}" for i in range(a)]))
     assert not words.same_ids(Vocab.build([f"v{i}" for i in range(a)]))
+
+
+@given(size=st.integers(1, 60), bos=st.none() | st.integers(0, 70), eos=st.none() | st.integers(0, 70))
+def test_an_ids_only_vocabulary_is_the_vocabulary_of_its_names(size, bos, eos):
+    """Vocab.ids_only builds its names "<i>" only when asked (scoring by ids never asks):
+    it behaves as the eager vocabulary of those names, bad special ids raising the same."""
+    name = lambda i: None if i is None else f"<{i}>"  # noqa: E731
+    try:
+        eager = Vocab([f"<{i}>" for i in range(size)], bos=name(bos), eos=name(eos), unk=None)
+    except InputError as exc:
+        with pytest.raises(InputError, match=re.escape(str(exc))):
+            Vocab.ids_only(size, bos, eos)
+        return
+    lazy = Vocab.ids_only(size, bos, eos)
+    assert len(lazy) == size and "tokens" not in vars(lazy)  # nothing built yet
+    assert (lazy.bos_id, lazy.eos_id, lazy.unk_id) == (eager.bos_id, eager.eos_id, eager.unk_id)
+    assert lazy.never_predicted_id == eager.never_predicted_id and lazy.is_ids_only and eager.is_ids_only
+    assert lazy == eager and hash(lazy) == hash(eager) and lazy.to_dict() == eager.to_dict()
+    assert lazy.id(f"<{size - 1}>") == size - 1 and lazy.get("<x>") is None and f"<{size}>" not in lazy
+    assert lazy.decode_ids([0, size - 1]) == eager.decode_ids([0, size - 1])
+    assert Vocab.from_dict(lazy.to_dict()) == lazy
+
+
+def test_an_ids_only_vocabulary_of_a_large_model_costs_nothing_until_used():
+    """262,144 names ("<i>") and their index would be ~33 MB held by every model loaded
+    without its tokenizer."""
+    import tracemalloc
+
+    tracemalloc.start()
+    vocab = Vocab.ids_only(262_144, bos_id=2, eos_id=1)
+    held = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert held < 10_000 and len(vocab) == 262_144 and vocab.token(262_143) == "<262143>"
 
 
 # ------------------------------------------------------------------ one rule for corpus arguments

@@ -99,6 +99,34 @@ def test_gelu_in_place_without_a_tanh_buffer_is_bit_identical(shape):
     np.testing.assert_array_equal(y, expected)
 
 
+@settings(max_examples=examples(20), deadline=None)
+@given(rows=st.integers(1, 400), width=st.integers(1, 40), pad=st.integers(1, 9), at=st.integers(0, 9),
+       seed=st.integers(0, 99))
+def test_passes_on_columns_of_a_wider_array_are_bit_identical(rows, width, pad, at, seed):
+    """The inference workspace keeps buffers side by side as column ranges of one array
+    (seqprob.gpt.block.make_workspace): GELU in place, SwiGLU and LayerNorm on such columns
+    give the bits they give on a contiguous copy, and write nothing outside them."""
+    at = min(at, pad)
+    rng = np.random.default_rng(seed)
+    wide = rng.standard_normal((2, rows, 2 * width + pad)).astype(np.float32)
+    cols = wide[..., at:at + 2 * width]  # (2, rows, 2 width), rows strided
+    outside = np.delete(wide, np.s_[at:at + 2 * width], axis=-1).copy()
+    dense = cols.copy()
+    assert nn._chunks.row_view(cols, 2 * width) is not None  # the chunked path, not the whole-array one
+    g, b = rng.standard_normal((2, 2 * width)).astype(np.float32)
+    np.testing.assert_array_equal(nn.layer_norm_forward(cols, g, b, out=np.empty_like(dense))[0],
+                                  nn.layer_norm_forward(dense, g, b)[0])
+    act = np.zeros((2, rows, width + pad), np.float32)
+    np.testing.assert_array_equal(nn.swiglu_forward(cols, out=act[..., at:at + width])[0],
+                                  nn.swiglu_forward(dense)[0])
+    assert not np.delete(act, np.s_[at:at + width], axis=-1).any()
+    half = wide[..., at:at + width]
+    expected = nn.gelu_forward(half.copy())[0]
+    nn.gelu_forward(half, out=half)
+    np.testing.assert_array_equal(half, expected)
+    np.testing.assert_array_equal(np.delete(wide, np.s_[at:at + 2 * width], axis=-1), outside)
+
+
 def test_gelu_in_place_matches():
     x = np.linspace(-4, 4, 17)
     expected = nn.gelu_forward(x)[0]

@@ -290,8 +290,10 @@ class GPT(BaseLanguageModel):
         return ws
 
     def _forward_rows(self, ids: np.ndarray, head) -> None:
-        """The forward of ids (B, T); ``head(h2, lo, hi)`` gets the final-norm rows
-        h2 (hi - lo, C) of flat rows [lo, hi) of the B*T (the caller unembeds them).
+        """The forward of ids (B, T); ``head(h2, lo, hi, free)`` gets the final-norm rows
+        h2 (hi - lo, C) of flat rows [lo, hi) of the B*T (the caller unembeds them), and
+        ``free``, a 1-D array of the model's dtype the head may overwrite (those rows' part
+        of the workspace's arena, unused once the blocks are done).
 
         With several threads and enough work: one shard of sequences per thread (BLAS on one
         thread meanwhile, each shard with its own workspace), or for one sequence the stage
@@ -304,17 +306,22 @@ class GPT(BaseLanguageModel):
             return stages.hidden_by_stages(self, ids, n, head)
         n = min(n, B)
         if n == 1:
-            head(self._hidden(ids).reshape(B * T, -1), 0, B * T)
+            head(self._hidden(ids).reshape(B * T, -1), 0, B * T, self._free(0))
             return None
 
         def shard(slot, b0, b1):
-            head(self._hidden(ids[b0:b1], slot=slot).reshape((b1 - b0) * T, -1), b0 * T, b1 * T)
+            h2 = self._hidden(ids[b0:b1], slot=slot).reshape((b1 - b0) * T, -1)
+            head(h2, b0 * T, b1 * T, self._free(slot))
 
         tasks = [functools.partial(shard, slot, b0, b1)
                  for slot, (b0, b1) in enumerate(_parallel.shard_bounds(B, n))]
         with _parallel.one_blas_thread:
             _parallel.run_tasks(tasks)
         return None
+
+    def _free(self, slot: int) -> np.ndarray:
+        """The arena of workspace ``slot`` as one flat array (free after the blocks)."""
+        return self._workspaces[slot][1]["arena"].reshape(-1)
 
     # ----------------------------------------------------------------- inference forward
     def _embed(self, ids: np.ndarray, pos: int = 0, out=None) -> np.ndarray:
@@ -366,26 +373,28 @@ class GPT(BaseLanguageModel):
         if out is None:
             out = self._output((B * T, self.config.vocab_size), "log-probabilities")
         out = out.reshape(B * T, self.config.vocab_size)
-        self._forward_rows(batch, lambda h2, lo, hi: self._unembed_logprobs(h2, out[lo:hi]))
+        self._forward_rows(batch, lambda h2, lo, hi, free: self._unembed_logprobs(h2, out[lo:hi]))
         return out.reshape(B, T, -1)
 
     def _token_logprobs_window(self, batch: np.ndarray) -> np.ndarray:
         inputs, targets = batch[:, :-1], batch[:, 1:].reshape(-1)
         B, T = inputs.shape
         out = np.empty(B * T, dtype=self.dtype)
-        self._forward_rows(inputs, lambda h2, lo, hi: self._pick_logprobs(h2, targets[lo:hi], out[lo:hi]))
+        self._forward_rows(inputs, lambda h2, lo, hi, free: self._pick_logprobs(h2, targets[lo:hi], out[lo:hi],
+                                                                              free=free))
         return out.reshape(B, T)
 
     def _pick_logprobs(self, h2: np.ndarray, targets: np.ndarray, out: np.ndarray,
-                       budget_bytes: int | None = None) -> None:
+                       budget_bytes: int | None = None, free: np.ndarray | None = None) -> None:
         """out[i] = log-softmax(h2[i] W_Uᵀ)[targets[i]], streaming the vocabulary (see
-        :meth:`_vocab_slices`): each slice of logits folded into running log-sum-exps."""
+        :meth:`_vocab_slices`, ``free`` as there): each slice of logits folded into running
+        log-sum-exps."""
         def fold(u, m, s):
             step = max(1, LSM_BLOCK // u.shape[1])  # row blocks that stay in L2
             for r in range(0, len(u), step):
                 nn.logsumexp_update(u[r:r + step], m[r:r + step], s[r:r + step])
 
-        for i, n, slices in self._vocab_slices(h2, budget_bytes):
+        for i, n, slices in self._vocab_slices(h2, budget_bytes, free):
             t = targets[i:i + n]
             m, s, picked = np.full(n, -np.inf), np.zeros(n), np.empty(n)
             for v0, u in slices:
@@ -394,7 +403,7 @@ class GPT(BaseLanguageModel):
                 _parallel.for_row_blocks(lambda lo, hi: fold(u[lo:hi], m[lo:hi], s[lo:hi]), n, u.size)
             out[i:i + n] = picked - m - np.log(s)
 
-    def _vocab_slices(self, h2: np.ndarray, budget_bytes: int | None):
+    def _vocab_slices(self, h2: np.ndarray, budget_bytes: int | None, free: np.ndarray | None = None):
         """The logits of rows h2 (N, C) a block at a time: yields ``(i, n, slices)`` per block
         of n <= ``PICK_ROWS`` rows from row i, ``slices`` yielding ``(v0, u)``, u (n, Vs) the
         logits of words v0 .. v0 + Vs - 1, in one reused buffer of at most ``budget_bytes``
@@ -402,13 +411,16 @@ class GPT(BaseLanguageModel):
 
         Streaming the vocabulary keeps the GEMM hundreds of rows tall whatever V: streaming
         rows instead left 16 rows at V = 262,144, where OpenBLAS runs at a third of its speed.
+        The buffer is ``free`` (a flat array of the model's dtype nobody else uses meanwhile,
+        the forward's arena) when that is large enough, so scoring holds no logits of its own.
         """
         N, V = len(h2), self.config.vocab_size
         budget = self.score_budget_bytes if budget_bytes is None else budget_bytes
         floats = max(1, budget // (self.dtype.itemsize * _parallel.num_threads()))
         rows = min(N, PICK_ROWS, max(1, floats // 256))
         cols = min(V, max(1, floats // rows))
-        flat, w_u = np.empty(rows * cols, dtype=self.dtype), self._w_u
+        use_free = free is not None and free.size >= rows * cols and free.dtype == self.dtype
+        flat, w_u = free[:rows * cols] if use_free else np.empty(rows * cols, dtype=self.dtype), self._w_u
 
         def slices(h):
             for v0 in range(0, V, cols):
@@ -564,10 +576,12 @@ class GPT(BaseLanguageModel):
         inputs, targets = batch[:, :-1], batch[:, 1:].reshape(-1)
         B, T = inputs.shape
         out = np.empty((B * T, 3))
-        self._forward_rows(inputs, lambda h2, lo, hi: self._stream_stats(h2, targets[lo:hi], out[lo:hi], budget))
+        self._forward_rows(inputs, lambda h2, lo, hi, free: self._stream_stats(h2, targets[lo:hi], out[lo:hi],
+                                                                              budget, free))
         return out.reshape(B, T, 3)
 
-    def _stream_stats(self, h2: np.ndarray, targets: np.ndarray, out: np.ndarray, budget: int) -> None:
+    def _stream_stats(self, h2: np.ndarray, targets: np.ndarray, out: np.ndarray, budget: int,
+                      free: np.ndarray | None = None) -> None:
         """out[i] = [log P, entropy, rank] of targets[i] under softmax(h2[i] W_Uᵀ), streaming
         the vocabulary (:meth:`_vocab_slices`) through :func:`nn.softmax_stats_update`. The
         rank counts the logits above the target's, taken first as the dot product
@@ -580,7 +594,7 @@ class GPT(BaseLanguageModel):
                 part = (x[lo + r:lo + r + step] for x in acc)
                 nn.softmax_stats_update(u[r:r + step], *part, tmp=scratch[:len(u[r:r + step])])
 
-        for i, n, slices in self._vocab_slices(h2, budget):
+        for i, n, slices in self._vocab_slices(h2, budget, free):
             t, h = targets[i:i + n], h2[i:i + n]
             above = np.einsum("nc,nc->n", h, self._w_u[t])  # (n,): the target's logit
             if self.config.final_softcap is not None:
@@ -634,7 +648,7 @@ class GPT(BaseLanguageModel):
         B, T = batch.shape
         self._check_T(T)
         out = self._output((B * T, self.config.vocab_size), "logits")
-        self._forward_rows(batch, lambda h2, lo, hi: unembed_forward(h2, self._w_u, self.config, out=out[lo:hi]))
+        self._forward_rows(batch, lambda h2, lo, hi, free: unembed_forward(h2, self._w_u, self.config, out=out[lo:hi]))
         out = out.reshape(B, T, -1)  # (B, T, V)
         self._check_finite(out, "logits")
         return out[0] if squeeze else out

@@ -34,8 +34,9 @@ __all__ = ["hidden_by_stages"]
 
 
 def hidden_by_stages(model, ids, n: int, head) -> None:
-    """The forward of ``ids`` (1, T) on ``n`` threads; ``head(h2, lo, hi)`` receives the
-    final-norm rows h2 (hi - lo, C) of each thread's positions [lo, hi) (in that thread).
+    """The forward of ``ids`` (1, T) on ``n`` threads; ``head(h2, lo, hi, free)`` receives the
+    final-norm rows h2 (hi - lo, C) of each thread's positions [lo, hi) (in that thread)
+    and, as ``free``, those rows of the workspace's arena (see :meth:`GPT._forward_rows`).
 
     Errors in any thread are raised here, after every thread has stopped (BLAS restored).
     """
@@ -78,14 +79,16 @@ def _thread_forward(model, x, ws, rows, part, barrier, head) -> None:
                 _rows_before_attention(model, x, ws, layer + 1, lo, hi)
     if lo < hi:
         h = norm_forward(x[:, lo:hi], model.params, "ln_f", cfg, out=ws["h"][:, lo:hi])[0]
-        head(h.reshape(hi - lo, -1), lo, hi)
+        head(h.reshape(hi - lo, -1), lo, hi, ws["arena"][:, lo:hi].reshape(-1))
 
 
 def _row_views(ws, lo, hi) -> dict:
     """The workspace's buffers restricted to rows [lo, hi): (1, t, ...) views, and the
-    (1, H, t, hd) views of the rotated q and k."""
+    (1, H, t, hd) views of the rotated q and k (rotary configs). The buffers that share
+    memory share it by columns (:func:`~seqprob.gpt.block.make_workspace`), so these rows
+    are this thread's alone."""
     rows = {name: ws[name][:, lo:hi] for name in ("h", "qkv", "y", "a", "u", "t") if name in ws}
-    rows.update(q=ws["q"][:, :, lo:hi], k=ws["k"][:, :, lo:hi])
+    rows.update({name: ws[name][:, :, lo:hi] for name in ("q", "k") if name in ws})
     return rows
 
 

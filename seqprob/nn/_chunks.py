@@ -7,6 +7,8 @@ never do (BLAS has its own threads).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import _parallel
 
 CHUNK = 1 << 15  # elements per cache-sized piece of a row-blocked elementwise pass (128 KiB float32)
@@ -17,17 +19,31 @@ CHEAP_MIN_WORK = 1 << 20  # per thread, for passes without transcendentals (Laye
 
 
 def row_view(a, width):
-    """The (N, width) 2-D view of a C-contiguous array, or None (then work on it whole).
+    """The (N, width) 2-D view of an array made of contiguous rows of ``width``: a
+    C-contiguous array, or columns of a wider one (the inference workspace keeps its buffers
+    side by side in the rows of one array, see :func:`seqprob.gpt.block.make_workspace`);
+    None for any other layout (then work on it whole).
 
     Examples
     --------
     >>> import numpy as np
     >>> row_view(np.zeros((2, 3, 4)), 4).shape
     (6, 4)
+    >>> row_view(np.zeros((2, 3, 6))[..., 2:], 4).strides
+    (48, 8)
     >>> row_view(np.zeros((4, 3)).T, 4) is None
     True
     """
-    return a.reshape(-1, width) if a is not None and a.flags.c_contiguous else None
+    if a is None:
+        return None
+    if a.flags.c_contiguous:
+        return a.reshape(-1, width)
+    if a.ndim == 0 or a.shape[-1] != width or a.strides[-1] != a.itemsize:
+        return None
+    try:
+        return np.reshape(a, (-1, width), copy=False)
+    except ValueError:  # the leading axes do not merge into one
+        return None
 
 
 def by_chunks(fn, n_rows, width, min_work=None):
