@@ -8,6 +8,7 @@ import numpy as np
 
 from ._io import check_text
 from ._schema import MAX_VOCAB, typed
+from .checks import check_int
 from .errors import FileFormatError, InputError, TokenIdError, UnknownTokenError
 
 __all__ = ["Vocab", "BOS", "EOS", "UNK", "check_ids", "check_token_id"]
@@ -312,18 +313,14 @@ class _IdsOnlyVocab(Vocab):
     """
 
     def __init__(self, size: int, bos_id: int | None = None, eos_id: int | None = None):
-        if size < 1:
-            raise InputError("a vocabulary needs at least one token")
-        for role, idx in (("bos", bos_id), ("eos", eos_id)):
-            if idx is not None and not 0 <= int(idx) < size:
-                raise InputError(f"{role} token {f'<{int(idx)}>'!r} is not in the vocabulary",
-                                 token=f"<{int(idx)}>")
-        self._size = int(size)
-        name = (lambda i: None if i is None else f"<{int(i)}>")
-        self.bos, self.eos, self.unk = name(bos_id), name(eos_id), None
-        self.bos_id = None if bos_id is None else int(bos_id)
-        self.eos_id = None if eos_id is None else int(eos_id)
-        self.unk_id = None
+        self._size = check_int("size", size, low=1)
+        self.bos_id, self.eos_id = (None if idx is None else check_int(f"{role}_id", idx)
+                                    for role, idx in (("bos", bos_id), ("eos", eos_id)))
+        for role, idx in (("bos", self.bos_id), ("eos", self.eos_id)):
+            if idx is not None and not 0 <= idx < self._size:  # Vocab's own message for it
+                raise InputError(f"{role} token {f'<{idx}>'!r} is not in the vocabulary", token=f"<{idx}>")
+        name = (lambda i: None if i is None else f"<{i}>")
+        self.bos, self.eos, self.unk, self.unk_id = name(self.bos_id), name(self.eos_id), None, None
         self._ids_only = True
 
     @functools.cached_property

@@ -261,6 +261,16 @@ def test_an_ids_only_vocabulary_is_the_vocabulary_of_its_names(size, bos, eos):
     assert Vocab.from_dict(lazy.to_dict()) == lazy
 
 
+@pytest.mark.parametrize("args, match", [((2.5,), "size must be an integer >= 1, got 2.5"),
+                                         ((0,), "size must be an integer >= 1, got 0"),
+                                         ((True,), "size must be an integer >= 1, got True"),
+                                         ((4, 1.5), "bos_id must be an integer, got 1.5"),
+                                         ((4, None, 4), "eos token '<4>' is not in the vocabulary")])
+def test_an_ids_only_vocabulary_refuses_sizes_and_ids_that_are_not_whole_numbers(args, match):
+    with pytest.raises(InputError, match=re.escape(match)):
+        Vocab.ids_only(*args)
+
+
 def test_an_ids_only_vocabulary_of_a_large_model_costs_nothing_until_used():
     """262,144 names ("<i>") and their index would be ~33 MB held by every model loaded
     without its tokenizer."""

@@ -522,7 +522,9 @@ class GPT(BaseLanguageModel):
 
     #: Bytes of logits that :meth:`token_logprobs` and :meth:`token_stats` hold at once, all
     #: threads together; set it on a model, or pass ``budget_bytes``. 8 MiB: as fast as 32 MiB
-    #: (GPT-2-124M, 1,024 tokens, 1 and 2 threads) and 24 MiB less at the peak.
+    #: (GPT-2-124M, 1,024 tokens, 1 and 2 threads) and 24 MiB less at the peak. The logits go
+    #: into the forward's workspace (free once the blocks are done) when they fit there, so
+    #: at the default they usually cost no memory of their own.
     score_budget_bytes = 8 << 20
 
     @_quiet
